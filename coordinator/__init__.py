@@ -1,0 +1,1 @@
+"""Coordinator: plans an experiment, starts or finds the services, dispatches, gathers, reports."""

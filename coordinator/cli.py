@@ -1,0 +1,86 @@
+"""``coordinator``: launch an experiment, or report on a finished one.
+
+Exit codes: 0 success, 1 the run failed, 2 bad input (one line naming the option), 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from coordinator import defaults
+from coordinator.launch import RunFailed, launch
+from coordinator.options import service_options, strategy_list
+from results import store, table
+
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Measure cache stampedes under real distributed load."""
+
+
+@cli.command("launch")
+@click.option("--workers", type=click.IntRange(1, 256), default=defaults.WORKERS,
+              show_default=True, help="Celery workers (local processes on the embedded stack).")
+@click.option("--clients", type=click.IntRange(1, 100_000), default=defaults.CLIENTS,
+              show_default=True, help="Client threads in total, split over the workers.")
+@click.option("--strategies", callback=strategy_list, default=defaults.STRATEGIES,
+              show_default=True, help="Comma-separated strategies, e.g. naive,lock,lock:poll_ms=2.")
+@click.option("--ttl", "ttl_s", type=click.FloatRange(0.05, 3600), default=defaults.TTL_S,
+              show_default=True, help="Cache TTL in seconds.")
+@click.option("--seconds", type=click.FloatRange(0.5, 3600), default=defaults.SECONDS,
+              show_default=True, help="Length of each trial in seconds.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=defaults.REPEAT,
+              show_default=True, help="Repeats of each strategy (interleaved).")
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Run directory [default: runs/<run_id>]; must not hold a run already.")
+@click.option("--scale", type=click.IntRange(1000, 100_000_000), default=defaults.SCALE,
+              show_default=True, help="Rows seeded into the orders table.")
+@click.option("--pool-size", type=click.IntRange(1, 200), default=defaults.POOL_SIZE,
+              show_default=True, help="Origin connections per worker.")
+@click.option("--origin-ms", "origin_target_ms", type=click.FloatRange(0.1, 10_000),
+              default=defaults.ORIGIN_TARGET_MS, show_default=True,
+              help="Median the origin query is tuned to.")
+@click.option("--seed/--no-seed", default=None,
+              help="Seed and calibrate the origin [default: only on the embedded stack].")
+@service_options
+@click.option("--quiet", is_flag=True, help="Print only the table.")
+def launch_command(**options: object) -> None:
+    """Run every strategy, write runs/<run_id>/, print the summary table."""
+    launch(options)
+
+
+@cli.command("report")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+def report_command(run_dir: Path) -> None:
+    """Print the summary table of a finished (or stopped) run."""
+    if not (run_dir / "trials.parquet").exists():
+        raise click.BadParameter(f"{run_dir} holds no trials.parquet", param_hint="RUN_DIR")
+    trials = store.read_trials(run_dir).to_pylist()
+    click.echo(table.render(trials))
+    for note in table.notes(trials):
+        click.echo(f"note: {note}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: click without its multi-line usage errors and without tracebacks."""
+    try:
+        code = cli.main(args=argv, prog_name="coordinator", standalone_mode=False)
+    except click.UsageError as exc:
+        where = exc.ctx.command_path if exc.ctx else "coordinator"
+        click.echo(f"{where}: error: {exc.format_message()}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except click.Abort:
+        click.echo("coordinator: interrupted", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    except RunFailed as exc:
+        click.echo(f"coordinator: run failed: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    except KeyboardInterrupt:
+        click.echo("\ncoordinator: interrupted; completed trials are kept", err=True)
+        sys.exit(EXIT_INTERRUPTED)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -1,0 +1,38 @@
+"""The validated options of one ``coordinator launch``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from coordinator import defaults
+from coordinator.defaults import Timing
+from coordinator.plan import Schedule
+from strategies import StrategySpec
+from worker.settings import Services
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    workers: int
+    clients: int
+    strategies: tuple[StrategySpec, ...]
+    ttl_s: float
+    seconds: float
+    repeat: int
+    out: Path
+    services: Services | None = None  # None: start the embedded stack
+    scale: int = defaults.SCALE
+    pool_size: int = defaults.POOL_SIZE
+    origin_target_ms: float = defaults.ORIGIN_TARGET_MS
+    seed: bool = True  # seed and calibrate the origin (always on the embedded stack)
+    keys: tuple[str, ...] = (defaults.HOT_KEY,)
+    timing: Timing = field(default_factory=Timing)
+
+    @property
+    def embedded(self) -> bool:
+        return self.services is None
+
+    def schedule(self) -> Schedule:
+        return Schedule(self.workers, self.clients, self.ttl_s, self.seconds,
+                        self.timing.warmup_s, self.keys)

@@ -1,0 +1,83 @@
+"""The origin's data: seed ``orders``, tune the query's cost, read PostgreSQL's own counter."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+
+import psycopg
+
+from worker.origin import DATA_DAYS, DATA_START, ORIGIN_MARK, ORIGIN_SQL, window_for
+
+CALIBRATION_SAMPLES = 40
+SPAN_STEPS_H = (1, 4, 16, 48, 96, 192, 384)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    span_s: float
+    median_ms: float
+    samples: int
+
+
+def seed_orders(dsn: str, rows: int) -> None:
+    """Create ``orders`` with ``rows`` random orders over one year and an index on the time."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS orders")
+        conn.execute(
+            "CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id int NOT NULL,"
+            " amount numeric(10,2) NOT NULL, created_at timestamptz NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO orders (customer_id, amount, created_at)"
+            " SELECT (random() * 100000)::int, (random() * 500)::numeric(10,2),"
+            " %s::timestamptz + random() * make_interval(days => %s)"
+            " FROM generate_series(1, %s)",
+            (DATA_START, DATA_DAYS, rows),
+        )
+        conn.execute("CREATE INDEX orders_created_at ON orders (created_at)")
+        conn.execute("VACUUM ANALYZE orders")
+
+
+def median_query_ms(dsn: str, span_s: float, samples: int = CALIBRATION_SAMPLES) -> float:
+    """Median wall time of the origin query for the hot key's window, warm cache."""
+    start, end = window_for("orders:0", span_s)
+    times = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(samples + 5):
+            t0 = time.perf_counter()
+            conn.execute(ORIGIN_SQL, (start, end)).fetchone()
+            if i >= 5:  # the first runs read pages into the buffer cache
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def calibrate(dsn: str, target_ms: float) -> Calibration:
+    """Grow the query's time window until its median reaches ``target_ms``, then interpolate.
+
+    Cost grows about linearly with the rows aggregated, so the window is set where the line
+    between the last two measured spans crosses the target; the final median is measured.
+    """
+    prev_span, prev_ms = 0.0, 0.0
+    span_s = SPAN_STEPS_H[0] * 3600.0
+    for hours in SPAN_STEPS_H:
+        span_s = hours * 3600.0
+        ms = median_query_ms(dsn, span_s, samples=15)
+        if ms >= target_ms:
+            slope = (ms - prev_ms) / (span_s - prev_span)
+            span_s = prev_span + (target_ms - prev_ms) / slope if slope > 0 else span_s
+            break
+        prev_span, prev_ms = span_s, ms
+    span_s = max(span_s, 60.0)
+    return Calibration(span_s, median_query_ms(dsn, span_s), CALIBRATION_SAMPLES)
+
+
+def origin_db_calls(dsn: str) -> int:
+    """PostgreSQL's own count of origin queries so far (pg_stat_statements)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query LIKE %s",
+            (f"%{ORIGIN_MARK}%",),
+        ).fetchone()
+    return int(row[0]) if row else 0

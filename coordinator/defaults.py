@@ -1,0 +1,33 @@
+"""Every default of ``coordinator launch`` in one place, with why it is what it is.
+
+The experiment defaults reproduce experiment 000 (shared/seeds/000_*): 200 clients, TTL 2 s,
+one hot key, an origin query of a few milliseconds.
+"""
+
+from dataclasses import dataclass
+
+WORKERS = 8
+CLIENTS = 200  # in total, split as evenly as possible over the workers
+TTL_S = 2.0
+SECONDS = 10.0  # per trial
+REPEAT = 1
+STRATEGIES = "naive,lock"
+OUT_DIR = "runs"
+
+# Origin: rows seeded into ``orders`` on the embedded stack, and the median the origin query
+# is tuned to (experiment 000 measured 3.43 ms).
+SCALE = 1_000_000
+ORIGIN_TARGET_MS = 3.43
+POOL_SIZE = 4  # origin connections per worker (8 x 4 = 32, well under max_connections)
+HOT_KEY = "orders:0"
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Timing constants that tests may shrink (Locust's lesson)."""
+
+    lead_s: float = 1.5  # dispatch to the common start instant: every worker ready by then
+    warmup_s: float = 1.0  # from the start instant to the measurement window
+    progress_s: float = 0.5  # how often workers report progress
+    worker_wait_s: float = 60.0  # how long to wait for N workers to answer
+    gather_grace_s: float = 60.0  # after a trial's end, how long to wait for its results

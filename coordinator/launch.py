@@ -1,0 +1,98 @@
+"""``coordinator launch``: options -> config -> services -> experiment -> run directory -> table."""
+
+from __future__ import annotations
+
+import contextlib
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import psycopg
+import redis
+from celery.exceptions import CeleryError
+
+from coordinator.config import LaunchConfig
+from coordinator.console import Console
+from coordinator.dispatch import DispatchError
+from coordinator.plan import PlanError
+from coordinator.runner import run_experiment
+from coordinator.stack import EmbeddedStack, StackError
+from results import store, table
+from worker.app import make_app
+from worker.settings import ENV, Services
+
+# Failures of the run itself (not of the input): exit 1 with one line.
+RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
+              TimeoutError)
+
+
+class RunFailed(RuntimeError):
+    """The run could not finish; completed trials are kept."""
+
+
+def new_run_id() -> str:
+    return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+
+
+def services_from(options: dict[str, Any]) -> Services | None:
+    """All four service options, or none (embedded stack); a partial set is bad input."""
+    given = {name: options.get(name) for name in ENV}
+    if not any(given.values()):
+        return None
+    missing = [name for name, value in given.items() if not value]
+    if missing:
+        flags = ", ".join("--" + m.replace("_", "-") for m in missing)
+        raise click.UsageError(f"remote services need all four URLs; missing {flags} "
+                               f"(or set {', '.join(ENV[m] for m in missing)})")
+    return Services(**{k: str(v) for k, v in given.items()})
+
+
+def config_from(options: dict[str, Any]) -> LaunchConfig:
+    services = services_from(options)
+    out = options["out"] or Path("runs") / new_run_id()
+    seed = options["seed"] if options["seed"] is not None else services is None
+    config = LaunchConfig(
+        workers=options["workers"], clients=options["clients"], strategies=options["strategies"],
+        ttl_s=options["ttl_s"], seconds=options["seconds"], repeat=options["repeat"], out=out,
+        services=services, scale=options["scale"], pool_size=options["pool_size"],
+        origin_target_ms=options["origin_target_ms"], seed=seed,
+    )
+    try:
+        config.schedule().check()
+    except PlanError as exc:
+        raise click.UsageError(str(exc)) from None
+    return config
+
+
+def open_run_dir(out: Path) -> store.RunWriter:
+    try:
+        return store.RunWriter.create(out)
+    except store.RunExists as exc:
+        raise click.BadParameter(f"{exc}; choose another directory", param_hint="--out") from None
+    except OSError as exc:
+        raise click.BadParameter(f"cannot create {out}: {exc.strerror}", param_hint="--out") from None
+
+
+def launch(options: dict[str, Any]) -> None:
+    config = config_from(options)
+    console = Console(quiet=bool(options.get("quiet")))
+    writer = open_run_dir(config.out)
+    console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
+                f"repeats, {config.workers} workers, {config.clients} clients, ttl {config.ttl_s:g} s,"
+                f" {config.seconds:g} s per trial -> {writer.root}")
+    try:
+        with contextlib.ExitStack() as stack:
+            services = config.services
+            if services is None:
+                services = stack.enter_context(EmbeddedStack(config.workers, say=console.say)).services
+            app = make_app(services.broker_url)
+            stack.callback(app.close)
+            run_experiment(config, services, app, writer, console)
+    except RUN_ERRORS as exc:
+        raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
+    trials = store.read_trials(writer.root).to_pylist()
+    click.echo(table.render(trials))
+    for note in table.notes(trials):
+        click.echo(f"note: {note}")
+    console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")

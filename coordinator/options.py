@@ -1,0 +1,76 @@
+"""CLI option checks: each bad value becomes one line naming the option and what is allowed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import click
+
+import strategies
+from strategies import StrategySpec
+from worker.settings import ENV
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_SCHEMES = {
+    "cache_url": ("redis", "rediss"),
+    "lock_url": ("redis", "rediss"),
+    "broker_url": ("redis", "rediss"),
+    "origin_dsn": ("postgresql", "postgres"),
+}
+
+
+def strategy_list(ctx: click.Context, param: click.Parameter, value: str) -> tuple[StrategySpec, ...]:
+    """Parse ``naive,lock:poll_ms=2`` (a comma inside parameters belongs to the strategy).
+
+    Items are split on commas; an item holding ``=`` but no ``:`` continues the previous one.
+    """
+    items: list[str] = []
+    for part in (p.strip() for p in value.split(",")):
+        if items and "=" in part and ":" not in part:
+            items[-1] += "," + part
+        elif part:
+            items.append(part)
+    if not items:
+        raise click.BadParameter("no strategy given", ctx, param)
+    try:
+        specs = tuple(strategies.parse(item) for item in items)
+    except strategies.InvalidStrategy as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    labels = [s.label for s in specs]
+    duplicates = sorted({lb for lb in labels if labels.count(lb) > 1})
+    if duplicates:
+        raise click.BadParameter(f"listed twice: {', '.join(duplicates)}", ctx, param)
+    return specs
+
+
+def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None:
+        return None
+    allowed = _SCHEMES[param.name or ""]
+    try:
+        parts = urlsplit(value)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        port_ok = False
+        parts = urlsplit("")
+    if parts.scheme not in allowed or not parts.hostname or not port_ok:
+        raise click.BadParameter(
+            f"not a valid URL (expected {allowed[0]}://[user:password@]host[:port]/...)", ctx, param
+        )
+    return value
+
+
+def service_options(func: F) -> F:
+    """``--cache-url --lock-url --broker-url --origin-dsn``, each also read from the environment."""
+    helps = {
+        "cache_url": "Redis cache", "lock_url": "Redis lock store",
+        "broker_url": "Celery broker and result backend (Redis)", "origin_dsn": "PostgreSQL origin",
+    }
+    for name in reversed(list(ENV)):
+        flag = "--" + name.replace("_", "-")
+        func = click.option(flag, name, envvar=ENV[name], callback=_check_url, default=None,
+                            help=f"{helps[name]} [env {ENV[name]}]; none given: embedded stack.")(func)
+    return func

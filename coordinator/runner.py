@@ -1,0 +1,101 @@
+"""One experiment on given services: prepare the origin, run every trial, keep every result.
+
+Data flows one way: plan -> dispatch -> client threads (workers) -> rows -> Parquet -> table.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from celery import Celery
+
+from coordinator import dataset, dispatch
+from coordinator.config import LaunchConfig
+from coordinator.console import Console
+from coordinator.plan import plan_trial, trial_order
+from coordinator.trial import TrialRunner
+from results.store import RunWriter
+from worker.settings import Services
+
+
+@dataclass
+class RunState:
+    """What ``run.json`` records; rewritten after every trial so a stopped run stays readable."""
+
+    run_id: str
+    config: LaunchConfig
+    services: Services
+    started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    meta: dict[str, Any] = field(default_factory=dict)
+    trials: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self, status: str) -> dict[str, Any]:
+        c = self.config
+        return {
+            "run_id": self.run_id,
+            "status": status,
+            "started": self.started,
+            "ended": datetime.now(UTC).isoformat() if status != "running" else None,
+            "spec": {
+                "workers": c.workers, "clients": c.clients, "ttl_s": c.ttl_s,
+                "seconds": c.seconds, "repeat": c.repeat, "scale": c.scale,
+                "pool_size": c.pool_size, "keys": list(c.keys),
+                "strategies": [{"name": s.name, "params": dict(s.params), "label": s.label}
+                               for s in c.strategies],
+                "embedded_stack": c.embedded, "timing": vars(c.timing),
+            },
+            "services": self.services.masked(),
+            "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
+                            "python": platform.python_version()},
+            **self.meta,
+            "trials": self.trials,
+        }
+
+
+def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
+                   console: Console) -> RunState:
+    state = RunState(writer.root.name, config, services)
+    writer.write_meta(state.to_json("running"))
+    workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
+                                        console.progress)
+    console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
+    offsets = dispatch.clock_offsets(app, workers)
+    state.meta["clock_offsets"] = offsets
+    state.meta["origin"] = _prepare_origin(config, services, console)
+    writer.write_meta(state.to_json("running"))
+    runner = TrialRunner(config, services, app, writer, workers, offsets, console,
+                         span_s=state.meta["origin"]["span_s"])
+    try:
+        order = trial_order(list(config.strategies), config.repeat)
+        for number, (spec, repeat) in enumerate(order, start=1):
+            plan = plan_trial(config.schedule(), number, spec, repeat, time.time_ns(),
+                              config.timing.lead_s)
+            state.trials.append(runner.run(plan, of=len(order)))
+            writer.write_meta(state.to_json("running"))
+    except BaseException:
+        writer.write_meta(state.to_json("incomplete"))
+        raise
+    finally:
+        runner.close()
+    writer.write_meta(state.to_json("complete"))
+    return state
+
+
+def _prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
+    """Seed (when asked) and calibrate the origin query; its median is printed and recorded."""
+    dsn = services.origin_dsn
+    if config.seed:
+        t0 = time.monotonic()
+        dataset.seed_orders(dsn, config.scale)
+        console.say(f"origin: seeded {config.scale:,} orders in {time.monotonic() - t0:.1f} s")
+    cal = dataset.calibrate(dsn, config.origin_target_ms)
+    console.say(f"origin: range aggregate over {cal.span_s / 3600:.1f} h of orders, "
+                f"median {cal.median_ms:.2f} ms (target {config.origin_target_ms} ms)")
+    return {"span_s": cal.span_s, "median_ms": cal.median_ms, "samples": cal.samples,
+            "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None}

@@ -1,0 +1,80 @@
+"""The embedded local stack: cache, lock store, broker, PostgreSQL and N Celery workers.
+
+Used when no service URL is given. Everything it starts is stopped on success, on error and
+on Ctrl-C, in reverse order of starting.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+
+from coordinator.stack.celery_workers import start_workers
+from coordinator.stack.postgres import start_postgres
+from coordinator.stack.processes import ManagedProcess, StackError
+from coordinator.stack.redis_server import start_redis
+from worker.settings import Services
+
+__all__ = ["EmbeddedStack", "StackError"]
+
+
+class EmbeddedStack:
+    """``with EmbeddedStack(workers=8) as stack: stack.services ...``"""
+
+    def __init__(self, workers: int, say: Callable[[str], None] = lambda _: None,
+                 keep_workdir: bool = False) -> None:
+        self.worker_count = workers
+        self._say = say
+        self._keep = keep_workdir
+        self.processes: list[ManagedProcess] = []
+        self.workdir = Path(tempfile.mkdtemp(prefix="stampede-stack-"))
+        os.chmod(self.workdir, 0o755)  # PostgreSQL's user must reach its data directory
+        self._services: Services | None = None
+
+    @property
+    def services(self) -> Services:
+        if self._services is None:
+            raise StackError("the embedded stack is not started")
+        return self._services
+
+    def __enter__(self) -> EmbeddedStack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop(keep_logs=exc is not None)
+
+    def start(self) -> None:
+        urls = {}
+        for name in ("cache", "lock-store", "broker"):
+            proc, urls[name] = start_redis(name, self.workdir)
+            self.processes.append(proc)
+        self._say(f"redis: cache {urls['cache']}, lock store {urls['lock-store']}, "
+                  f"broker {urls['broker']}")
+        proc, dsn = start_postgres(self.workdir)
+        self.processes.append(proc)
+        self._say(f"postgres: {dsn}")
+        self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn)
+        self.processes += start_workers(self.worker_count, self._services, self.workdir)
+        self._say(f"celery: {self.worker_count} worker processes starting")
+
+    def stop(self, keep_logs: bool = False) -> None:
+        """Stop every process, newest first; remove the work area unless asked to keep it."""
+        for proc in reversed(self.processes):
+            proc.stop()
+        self.processes.clear()
+        if keep_logs or self._keep:
+            self._say(f"stack logs kept in {self.workdir}")
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                shutil.rmtree(self.workdir)

@@ -1,0 +1,33 @@
+"""Local Celery worker processes for the embedded stack: one solo-pool process per worker."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from coordinator.stack.processes import ManagedProcess
+from worker.settings import Services
+
+LOCAL_HOST = "stampede-local"
+
+
+def worker_argv(name: str) -> list[str]:
+    return [
+        sys.executable, "-m", "celery", "-A", "worker.app", "worker",
+        "--pool", "solo", "--concurrency", "1", "-n", name, "--loglevel", "INFO",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]
+
+
+def start_workers(count: int, services: Services, workdir: Path) -> list[ManagedProcess]:
+    """Start ``count`` workers named ``w1@stampede-local`` ...; readiness is checked by ping."""
+    env = {**os.environ, **services.to_env(), "PYTHONUNBUFFERED": "1"}
+    procs = []
+    for i in range(1, count + 1):
+        name = f"w{i}@{LOCAL_HOST}"
+        # SIGQUIT is Celery's cold shutdown: the embedded stack stops between trials only.
+        procs.append(ManagedProcess(name, worker_argv(name), workdir / f"worker-{i}.log",
+                                    env=env, stop_signal=signal.SIGQUIT))
+    return procs

@@ -1,0 +1,79 @@
+"""Child processes the stack owns: started in their own session, always stopped, never orphaned."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+
+class StackError(RuntimeError):
+    """A service of the embedded stack could not be started."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ManagedProcess:
+    """A started service process with a log file; ``stop`` is idempotent and bounded."""
+
+    def __init__(self, name: str, argv: Sequence[str], log_path: Path, *,
+                 env: dict[str, str] | None = None, user: str | None = None,
+                 stop_signal: int = signal.SIGTERM) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._stop_signal = stop_signal
+        with open(log_path, "ab") as log:
+            self.popen = subprocess.Popen(
+                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, start_new_session=True, user=user, group=user,
+                extra_groups=[] if user else None,
+            )
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def wait_until(self, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """Poll ``ready`` until true; fail fast with the log's tail if the process died."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise StackError(f"{self.name} exited with {self.popen.returncode} before "
+                                 f"{what}; log {self.log_path}:\n{self.log_tail()}")
+            with contextlib.suppress(OSError):
+                if ready():
+                    return
+            time.sleep(0.05)
+        raise StackError(f"{self.name} not {what} after {timeout_s:g} s; log {self.log_path}")
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Ask politely, then kill the whole process group."""
+        if not self.alive():
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, self._stop_signal)
+        try:
+            self.popen.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.pid, signal.SIGKILL)
+            self.popen.wait(5)
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"

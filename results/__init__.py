@@ -1,0 +1,1 @@
+"""Results: the Parquet schema, the run directory, and the analysis of request rows."""

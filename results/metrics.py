@@ -1,0 +1,102 @@
+"""Metric definitions (BRIEF section 3), computed exactly from raw request rows.
+
+Percentiles: exact, over every request in the window (errors included), with linear
+interpolation between the two neighbouring ranks (numpy's default, DuckDB's quantile_cont).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+PERCENTILES = (0.5, 0.9, 0.99, 0.999)
+
+
+def percentiles_ms(latency_ns: pa.Array | pa.ChunkedArray, qs: Sequence[float]) -> list[float]:
+    """Exact percentiles in milliseconds; NaN for an empty window."""
+    if len(latency_ns) == 0:
+        return [float("nan")] * len(qs)
+    values = pc.quantile(latency_ns, q=list(qs), interpolation="linear")
+    return [v / 1e6 for v in values.to_pylist()]
+
+
+def peak_inflight(starts_ns: Iterable[int], durations_ns: Iterable[int]) -> int:
+    """Most intervals open at one instant; one ending as another starts does not overlap it."""
+    events: list[tuple[int, int]] = []
+    for start, duration in zip(starts_ns, durations_ns, strict=True):
+        events.append((start, 1))
+        events.append((start + duration, -1))
+    events.sort()  # at equal instants -1 sorts before +1: ends close before starts open
+    peak = current = 0
+    for _, step in events:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+def origin_per_expiry(origin_calls: int, expiry_events: int) -> float:
+    return origin_calls / expiry_events if expiry_events else float("nan")
+
+
+@dataclass(frozen=True)
+class Window:
+    """The measurement window of one trial: whole TTL periods, on the coordinator's clock."""
+
+    start_ns: int
+    end_ns: int
+    expiry_events: int
+
+    @property
+    def seconds(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e9
+
+
+def in_window(t_start_ns: pa.ChunkedArray | pa.Array, window: Window) -> pa.Array:
+    return pc.and_(
+        pc.greater_equal(t_start_ns, window.start_ns), pc.less(t_start_ns, window.end_ns)
+    )
+
+
+def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, object]:
+    """The per-trial figures of ``trials.parquet`` that come from request rows alone."""
+    win = rows.filter(rows["in_window"])
+    outcome = win["outcome"]
+    errors = int(pc.sum(pc.equal(outcome, "error")).as_py() or 0)
+    requests = win.num_rows
+    p50, p99 = percentiles_ms(win["latency_ns"], (0.5, 0.99))
+    called = win.filter(pc.greater(win["origin_called"], 0))
+    origin_calls = int(pc.sum(win["origin_called"]).as_py() or 0)
+    return {
+        "requests": requests,
+        "errors": errors,
+        "error_rate": errors / requests if requests else float("nan"),
+        "rps": requests / window.seconds,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "max_ms": (pc.max(win["latency_ns"]).as_py() or 0) / 1e6,
+        "origin_calls": origin_calls,
+        "expiry_events": window.expiry_events,
+        "origin_per_expiry": origin_per_expiry(origin_calls, window.expiry_events),
+        "peak_origin_inflight": peak_inflight(
+            called["origin_start_ns"].to_pylist(), called["origin_ns"].to_pylist()
+        ),
+        "stale_served": int(pc.sum(pc.equal(outcome, "stale")).as_py() or 0),
+        "waits": int(pc.sum(pc.equal(outcome, "waited")).as_py() or 0),
+        "origin_calls_total": int(pc.sum(rows["origin_called"]).as_py() or 0),
+        "floor_ms": floor_ms,
+        "below_floor": bool(p50 < floor_ms) if requests else False,
+        "error_types": _error_types(win),
+    }
+
+
+def _error_types(win: pa.Table) -> str:
+    """``Type: count`` of the window's errors, most frequent first."""
+    errors = win.filter(pc.is_valid(win["error"]))["error"]
+    if len(errors) == 0:
+        return ""
+    counts = pc.value_counts(pc.utf8_slice_codeunits(errors, 0, 60)).to_pylist()
+    counts.sort(key=lambda c: -c["counts"])
+    return "; ".join(f"{c['values']}: {c['counts']}" for c in counts[:5])

@@ -1,0 +1,79 @@
+"""The Parquet schema: the single source of truth for writer, reader, report and docs.
+
+Columns are only ever added. Renaming or removing one is a breaking change: bump
+SCHEMA_VERSION, which ``run.json`` records.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+# What a worker sends back: one row per request, times on the worker's own clock.
+WIRE_SCHEMA = pa.schema(
+    [
+        ("client", pa.int32()),
+        ("key", pa.string()),
+        ("op", pa.string()),
+        ("t_intended_ns", pa.int64()),
+        ("t_start_ns", pa.int64()),
+        ("latency_ns", pa.int64()),
+        ("outcome", pa.string()),
+        ("origin_called", pa.int8()),
+        ("origin_start_ns", pa.int64()),
+        ("origin_ns", pa.int64()),
+        ("pool_wait_ns", pa.int64()),
+        ("lock_wait_ns", pa.int64()),
+        ("stale_age_ns", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+# What the coordinator adds to every row before writing ``requests/``.
+CONTEXT_FIELDS = [
+    pa.field("run_id", pa.string()),
+    pa.field("trial", pa.int32()),
+    pa.field("strategy", pa.string()),
+    pa.field("repeat", pa.int32()),
+    pa.field("worker", pa.string()),
+]
+REQUEST_SCHEMA = pa.schema([*CONTEXT_FIELDS, *WIRE_SCHEMA, pa.field("in_window", pa.bool_())])
+
+# One row per trial in ``trials.parquet``.
+TRIAL_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("trial", pa.int32()),
+        ("strategy", pa.string()),
+        ("params", pa.string()),
+        ("repeat", pa.int32()),
+        ("workers", pa.int32()),
+        ("clients", pa.int32()),
+        ("ttl_s", pa.float64()),
+        ("window_s", pa.float64()),
+        ("requests", pa.int64()),
+        ("errors", pa.int64()),
+        ("error_rate", pa.float64()),
+        ("rps", pa.float64()),
+        ("p50_ms", pa.float64()),
+        ("p99_ms", pa.float64()),
+        ("max_ms", pa.float64()),
+        ("origin_calls", pa.int64()),
+        ("expiry_events", pa.int64()),
+        ("origin_per_expiry", pa.float64()),
+        ("peak_origin_inflight", pa.int64()),
+        ("stale_served", pa.int64()),
+        ("waits", pa.int64()),
+        ("db_calls", pa.int64()),
+        ("db_calls_match", pa.bool_()),
+        ("origin_calls_total", pa.int64()),
+        ("floor_ms", pa.float64()),
+        ("below_floor", pa.bool_()),
+        ("start_spread_ms", pa.float64()),
+        ("error_types", pa.string()),
+        ("complete", pa.bool_()),
+    ]
+)
+
+OUTCOMES = ("hit", "stale", "filled", "waited", "error")

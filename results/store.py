@@ -1,0 +1,80 @@
+"""The run directory: ``run.json``, ``requests/trial=N/`` (Hive-partitioned) and ``trials.parquet``.
+
+Every completed trial is on disk before the next one starts, and an existing run is never
+overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from results.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
+
+
+class RunExists(FileExistsError):
+    """The output directory already holds a run."""
+
+
+class RunWriter:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._trials: list[dict[str, Any]] = []
+
+    @classmethod
+    def create(cls, root: Path) -> RunWriter:
+        """Make ``root`` (which must not exist yet, or be empty)."""
+        if root.exists() and any(root.iterdir()):
+            raise RunExists(f"{root} already exists and is not empty")
+        root.mkdir(parents=True, exist_ok=True)
+        (root / "requests").mkdir()
+        return cls(root)
+
+    def write_meta(self, meta: Mapping[str, Any]) -> None:
+        """Write ``run.json`` atomically (temp file, then rename)."""
+        data = {"schema_version": SCHEMA_VERSION, **meta}
+        _atomic_write(self.root / "run.json", orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+    def write_requests(self, trial: int, rows: pa.Table) -> Path:
+        part = self.root / "requests" / f"trial={trial}"
+        part.mkdir(exist_ok=True)
+        path = part / "part-0.parquet"
+        # ``trial`` lives in the partition directory name, not in the file.
+        columns = [name for name in REQUEST_SCHEMA.names if name != "trial"]
+        pq.write_table(rows.select(columns), path, compression="zstd")
+        return path
+
+    def add_trial(self, row: Mapping[str, Any]) -> None:
+        """Append one trial's summary and rewrite ``trials.parquet`` at once."""
+        self._trials.append(dict(row))
+        table = pa.Table.from_pylist(self._trials, schema=TRIAL_SCHEMA)
+        tmp = self.root / "trials.parquet.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, self.root / "trials.parquet")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def read_meta(root: Path) -> dict[str, Any]:
+    result: dict[str, Any] = orjson.loads((root / "run.json").read_bytes())
+    return result
+
+
+def read_trials(root: Path) -> pa.Table:
+    return pq.read_table(root / "trials.parquet")
+
+
+def requests_dataset(root: Path) -> ds.Dataset:
+    """All request rows; ``trial`` comes from the Hive partition directory names."""
+    return ds.dataset(root / "requests", format="parquet", partitioning="hive")

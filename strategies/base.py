@@ -1,0 +1,94 @@
+"""The strategy contract: pure cache logic, given its connections explicitly.
+
+A strategy answers one request for one key. It knows the cache, the lock store and a loader
+for the origin; it knows nothing of Celery, threads or Parquet. What it measures on the way
+(origin time, pool wait, lock wait, stale age) it writes into the caller's ``Probe``.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import ClassVar, Protocol
+
+import redis
+
+
+class Outcome(enum.IntEnum):
+    """How one request was answered (BRIEF section 3)."""
+
+    HIT = 0
+    STALE = 1
+    FILLED = 2
+    WAITED = 3
+    ERROR = 4
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+class Probe:
+    """Measurements of one request, filled in by strategy and loader.
+
+    One instance per client thread, reset before each request, so the hot loop allocates
+    nothing per request.
+    """
+
+    __slots__ = (
+        "lock_wait_ns",
+        "origin_calls",
+        "origin_ns",
+        "origin_start_ns",
+        "pool_wait_ns",
+        "stale_age_ns",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.origin_calls = 0
+        self.origin_start_ns = 0
+        self.origin_ns = 0
+        self.pool_wait_ns = 0
+        self.lock_wait_ns = 0
+        self.stale_age_ns = 0
+
+
+class Loader(Protocol):
+    """Computes a key's value from the origin and records the cost in ``probe``."""
+
+    def load(self, key: str, probe: Probe) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class Deps:
+    """What every strategy is built with: explicit connections and the cache TTL."""
+
+    cache: redis.Redis
+    locks: redis.Redis
+    loader: Loader
+    ttl_ms: int
+
+
+class Strategy(Protocol):
+    """A stampede defence."""
+
+    name: ClassVar[str]
+
+    def fetch(self, key: str, probe: Probe) -> Outcome:
+        """Answer one request; raise on failure (the caller records an error row)."""
+        ...
+
+    def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
+        """Store ``value`` in this strategy's own format so that it expires at ``expire_at_ms``."""
+        ...
+
+
+class StrategyError(Exception):
+    """A request a strategy could not answer (recorded as an error row with this type)."""
+
+
+class LockWaitTimeout(StrategyError):
+    """A waiter gave up: the value did not appear within the bounded wait."""

@@ -1,0 +1,40 @@
+"""A Redis lock with an owner token: only the holder that set it can delete it."""
+
+from __future__ import annotations
+
+import os
+
+import redis
+
+# Compare-and-delete in one server-side step, so a holder whose lock already expired cannot
+# delete the lock that another client took after it.
+_RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+    return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+
+def lock_key(key: str) -> str:
+    return f"lock:{key}"
+
+
+class OwnedLock:
+    """``SET NX PX`` with a random token; release by compare-and-delete."""
+
+    def __init__(self, client: redis.Redis, ttl_ms: int) -> None:
+        self._client = client
+        self._ttl_ms = ttl_ms
+        self._release = client.register_script(_RELEASE)
+
+    def try_acquire(self, name: str) -> bytes | None:
+        """Return the owner token if this call took the lock, else None."""
+        token = os.urandom(8).hex().encode()
+        if self._client.set(name, token, nx=True, px=self._ttl_ms):
+            return token
+        return None
+
+    def release(self, name: str, token: bytes) -> bool:
+        """Delete the lock if ``token`` still owns it; False when it had expired or moved on."""
+        return bool(self._release(keys=[name], args=[token]))

@@ -1,0 +1,106 @@
+"""The one argument of the trial task, validated: a task message is input from the network."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any
+
+import strategies
+from strategies import StrategySpec
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
+HOUR_NS = 3600 * 10**9
+
+
+class InvalidTaskArguments(ValueError):
+    """A task message that does not describe a valid trial; the worker rejects it."""
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    run_id: str
+    trial: int
+    repeat: int
+    strategy: str
+    params: dict[str, Any]
+    worker_index: int
+    client_base: int
+    clients: int
+    keys: list[str]
+    ttl_ms: int
+    start_ns: int
+    end_ns: int
+    clock_offset_ns: int  # this worker's clock minus the coordinator's
+    pool_size: int
+    origin_span_s: float
+    progress_interval_s: float = 0.5
+
+    @classmethod
+    def from_json(cls, data: object) -> TrialSpec:
+        if not isinstance(data, Mapping):
+            raise InvalidTaskArguments(f"trial spec must be an object, got {type(data).__name__}")
+        unknown = set(data) - {f.name for f in fields(cls)}
+        if unknown:
+            raise InvalidTaskArguments(f"unknown fields: {', '.join(sorted(unknown))}")
+        required = {f.name for f in fields(cls) if f.default is MISSING}
+        missing = required - set(data)
+        if missing:
+            raise InvalidTaskArguments(f"missing fields: {', '.join(sorted(missing))}")
+        spec = cls(**{f.name: _take(data, f.name) for f in fields(cls) if f.name in data})
+        spec.check()
+        return spec
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def strategy_spec(self) -> StrategySpec:
+        try:
+            return strategies.from_mapping(self.strategy, self.params)
+        except strategies.InvalidStrategy as exc:
+            raise InvalidTaskArguments(str(exc)) from None
+
+    def check(self) -> None:
+        """Raise InvalidTaskArguments naming the first field that is out of range."""
+        if not _RUN_ID.match(self.run_id):
+            raise InvalidTaskArguments(f"run_id {self.run_id!r} is not [A-Za-z0-9._-]{{1,80}}")
+        _in_range("trial", self.trial, 0, 10**6)
+        _in_range("repeat", self.repeat, 1, 10**4)
+        _in_range("worker_index", self.worker_index, 0, 10**4)
+        _in_range("client_base", self.client_base, 0, 10**7)
+        _in_range("clients", self.clients, 1, 10**4)
+        _in_range("ttl_ms", self.ttl_ms, 1, 24 * 3600 * 1000)
+        _in_range("pool_size", self.pool_size, 1, 1000)
+        _in_range("end_ns - start_ns", self.end_ns - self.start_ns, 1, HOUR_NS)
+        _in_range("origin_span_s", self.origin_span_s, 1e-3, 365 * 86400)
+        _in_range("progress_interval_s", self.progress_interval_s, 0.01, 60)
+        if not self.keys or len(self.keys) > 10**6:
+            raise InvalidTaskArguments("keys must hold 1 to 1,000,000 names")
+        if not all(isinstance(k, str) and 0 < len(k) <= 200 for k in self.keys):
+            raise InvalidTaskArguments("keys must be strings of 1 to 200 characters")
+        self.strategy_spec()
+
+
+_TYPES: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "strategy": (str,),
+    "params": (dict,),
+    "keys": (list,),
+    "origin_span_s": (int, float),
+    "progress_interval_s": (int, float),
+}
+
+
+def _take(data: Mapping[str, Any], name: str) -> Any:
+    value = data[name]
+    allowed = _TYPES.get(name, (int,))
+    if isinstance(value, bool) or not isinstance(value, allowed):
+        kinds = " or ".join(t.__name__ for t in allowed)
+        raise InvalidTaskArguments(f"{name} must be {kinds}, got {type(value).__name__}")
+    return value
+
+
+def _in_range(name: str, value: float, low: float, high: float) -> None:
+    if not low <= value <= high:
+        raise InvalidTaskArguments(f"{name}={value} is outside [{low}, {high}]")

@@ -1,0 +1,38 @@
+"""Celery tasks. Arguments are validated before anything runs: a task message is untrusted."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from celery import Task
+
+from worker.app import CLOCK, RUN_TRIAL, app
+from worker.settings import Services
+from worker.spec import InvalidTaskArguments, TrialSpec
+from worker.trial import run_trial
+
+log = logging.getLogger(__name__)
+
+
+@app.task(name=RUN_TRIAL, bind=True)
+def run_trial_task(self: Task, spec: object) -> dict[str, Any]:
+    """Run one trial's share of clients on this worker; return its rows and stats."""
+    try:
+        trial = TrialSpec.from_json(spec)
+    except InvalidTaskArguments as exc:
+        log.error("rejected task %s: %s", self.request.id, exc)
+        raise
+    services = Services.from_env()
+
+    def progress(counts: dict[str, Any]) -> None:
+        self.update_state(state="PROGRESS", meta=counts)
+
+    return run_trial(trial, services, progress)
+
+
+@app.task(name=CLOCK)
+def clock_task() -> int:
+    """This host's wall clock, for the coordinator's offset estimate."""
+    return time.time_ns()

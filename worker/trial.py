@@ -1,0 +1,161 @@
+"""One trial on one worker: client threads released at a common instant, looping until the end."""
+
+from __future__ import annotations
+
+import os
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import redis
+
+from results import transport
+from strategies import Deps, Outcome, Probe, Strategy
+from worker.origin import PooledOrigin, make_pool
+from worker.recorder import Recorder
+from worker.settings import Services
+from worker.spec import TrialSpec
+
+Progress = Callable[[dict[str, Any]], None]
+FLOOR_SAMPLES = 200
+JOIN_GRACE_S = 15.0
+
+
+def redis_client(url: str, clients: int) -> redis.Redis:
+    """A client whose pool holds one connection per thread plus a few; exhaustion raises."""
+    return redis.Redis.from_url(
+        url, max_connections=clients + 4, socket_timeout=2.0, socket_connect_timeout=2.0
+    )
+
+
+def measure_floor_ns(cache: redis.Redis, samples: int = FLOOR_SAMPLES) -> list[int]:
+    """Sequential GET round trips to the cache: the physical floor of a cache hit."""
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter_ns()
+        cache.get("stampede:floor")
+        times.append(time.perf_counter_ns() - t0)
+    return times
+
+
+class ClientGroup:
+    """The client threads of one trial, held at a gate until the common start instant."""
+
+    def __init__(self, spec: TrialSpec, strategy: Strategy) -> None:
+        self.gate = threading.Event()
+        self.stop = threading.Event()
+        self.recorders = [Recorder(spec.client_base + i, spec.keys) for i in range(spec.clients)]
+        self.failures: list[BaseException] = []
+        end_ns = spec.end_ns + spec.clock_offset_ns
+        self.threads = [
+            threading.Thread(target=self._guarded, args=(strategy, spec.keys, r, end_ns),
+                             name=f"client-{r.client}", daemon=True)
+            for r in self.recorders
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def _guarded(self, strategy: Strategy, keys: Sequence[str], recorder: Recorder,
+                 end_ns: int) -> None:
+        try:
+            client_loop(strategy, keys, recorder, end_ns, self.gate, self.stop)
+        except BaseException as exc:  # noqa: BLE001 - a bug in the loop itself: the trial fails, loudly
+            self.failures.append(exc)
+
+    def abort(self) -> None:
+        """Stop every client now (the trial failed before or while it ran)."""
+        self.stop.set()
+        self.gate.set()
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "requests": sum(len(r) for r in self.recorders),
+            "origin_calls": sum(r.origin_calls for r in self.recorders),
+            "errors": sum(r.errors for r in self.recorders),
+        }
+
+    def running(self) -> threading.Thread | None:
+        return next((t for t in self.threads if t.is_alive()), None)
+
+
+def client_loop(strategy: Strategy, keys: Sequence[str], recorder: Recorder, end_ns: int,
+                gate: threading.Event, stop: threading.Event) -> None:
+    """Request after request until ``end_ns``; every failure becomes an error row."""
+    probe = Probe()
+    key_count = len(keys)
+    n = recorder.client
+    gate.wait()
+    while not stop.is_set():
+        t_start = time.time_ns()
+        if t_start >= end_ns:
+            return
+        code = n % key_count
+        n += 1
+        probe.reset()
+        error = None
+        t0 = time.perf_counter_ns()
+        try:
+            outcome = strategy.fetch(keys[code], probe)
+        except Exception as exc:  # noqa: BLE001 - every failure is recorded below as an error row
+            outcome = Outcome.ERROR
+            error = f"{type(exc).__name__}: {exc}"[:200]
+        recorder.add(code, t_start, time.perf_counter_ns() - t0, outcome, probe, error)
+
+
+def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[str, Any]:
+    """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
+    cache = redis_client(services.cache_url, spec.clients)
+    locks = redis_client(services.lock_url, spec.clients)
+    pool = make_pool(services.origin_dsn, spec.pool_size)
+    try:
+        floor = measure_floor_ns(cache)
+        deps = Deps(cache, locks, PooledOrigin(pool, spec.origin_span_s), spec.ttl_ms)
+        strategy = spec.strategy_spec().build(deps)
+        group = ClientGroup(spec, strategy)
+        try:
+            late_ns = _release_at(spec, group)
+            _report_until_done(spec, group, progress)
+        except BaseException:
+            group.abort()
+            raise
+    finally:
+        pool.close()
+        cache.close()
+        locks.close()
+    batch = pa.Table.from_batches([r.to_batch() for r in group.recorders]).combine_chunks()
+    return {
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "worker_index": spec.worker_index,
+        "rows": transport.encode(batch.to_batches()[0]) if batch.num_rows else "",
+        "requests": batch.num_rows,
+        "release_late_ns": late_ns,
+        "floor_p5_ns": sorted(floor)[len(floor) // 20],
+        "floor_median_ns": int(statistics.median(floor)),
+    }
+
+
+def _release_at(spec: TrialSpec, group: ClientGroup) -> int:
+    """Sleep until the start instant (on this host's clock), then open the gate."""
+    target = spec.start_ns + spec.clock_offset_ns
+    while (remaining := target - time.time_ns()) > 0:
+        time.sleep(min(remaining / 1e9, 0.05))
+    late = time.time_ns() - target
+    group.gate.set()
+    return late
+
+
+def _report_until_done(spec: TrialSpec, group: ClientGroup, progress: Progress) -> None:
+    """Send progress while the clients run; bounded, so a stuck client fails the trial."""
+    left_s = (spec.end_ns + spec.clock_offset_ns - time.time_ns()) / 1e9
+    deadline = time.monotonic() + max(left_s, 0) + JOIN_GRACE_S
+    while (thread := group.running()) is not None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"client threads still running {JOIN_GRACE_S}s after the trial end")
+        progress(group.counts())
+        thread.join(timeout=spec.progress_interval_s)
+    if group.failures:
+        raise RuntimeError(f"{len(group.failures)} client threads crashed") from group.failures[0]
