@@ -67,12 +67,19 @@ class EmbeddedStack:
         self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn)
         self.processes += start_workers(self.worker_count, self._services, self.workdir)
         self._say(f"celery: {self.worker_count} worker processes starting")
+        self._say("stack: pids " + ",".join(str(p.pid) for p in self.processes)
+                  + f" work area {self.workdir}")
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stop every process, newest first; remove the work area unless asked to keep it."""
-        for proc in reversed(self.processes):
-            proc.stop()
-        self.processes.clear()
+        try:
+            for proc in reversed(self.processes):
+                proc.stop()
+        finally:  # a second Ctrl-C during shutdown must not leave the rest running
+            for proc in self.processes:
+                if proc.alive():
+                    proc.kill()
+            self.processes.clear()
         if keep_logs or self._keep:
             self._say(f"stack logs kept in {self.workdir}")
         else:

@@ -68,9 +68,13 @@ class ManagedProcess:
         try:
             self.popen.wait(timeout_s)
         except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.pid, signal.SIGKILL)
-            self.popen.wait(5)
+            self.kill()
+
+    def kill(self) -> None:
+        """Kill the process group at once (last resort)."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.popen.wait(5)
 
     def log_tail(self, lines: int = 15) -> str:
         try:

@@ -1,0 +1,100 @@
+"""Strategies against the real cache, lock store and PostgreSQL origin: the race on one expired key."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+import redis
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+import strategies
+from coordinator.dataset import origin_db_calls
+from strategies import Deps, Outcome, Probe
+from worker.origin import PooledOrigin, make_pool
+
+THREADS = 50
+SPAN_S = 180 * 86400.0  # half the seeded year: about 10 ms per query, a wide race window
+
+
+@pytest.fixture
+def pool(postgres_dsn: str) -> Iterator[ConnectionPool]:
+    pool = make_pool(postgres_dsn, 10)
+    yield pool
+    pool.close()
+
+
+def race(name: str, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool
+         ) -> tuple[list[Outcome], int]:
+    """Release THREADS clients at once on a missing key; return outcomes and origin calls."""
+    spec = strategies.parse(name)
+    strategy = spec.build(Deps(cache, locks, PooledOrigin(pool, SPAN_S), ttl_ms=5000))
+    barrier = threading.Barrier(THREADS)
+    outcomes: list[Outcome] = []
+    calls: list[int] = []
+    lock = threading.Lock()
+
+    def client() -> None:
+        probe = Probe()
+        barrier.wait()
+        outcome = strategy.fetch("orders:0", probe)
+        with lock:
+            outcomes.append(outcome)
+            calls.append(probe.origin_calls)
+
+    threads = [threading.Thread(target=client) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(outcomes) == THREADS
+    return outcomes, sum(calls)
+
+
+def test_naive_sends_the_herd_to_the_origin(cache: redis.Redis, locks: redis.Redis,
+                                            pool: ConnectionPool, reset_statements: str) -> None:
+    outcomes, calls = race("naive", cache, locks, pool)
+    assert calls >= 10, f"only {calls} of {THREADS} naive clients reached the origin"
+    assert outcomes.count(Outcome.FILLED) == calls
+    assert origin_db_calls(reset_statements) == calls  # PostgreSQL saw exactly these
+
+
+@pytest.mark.parametrize(("name", "most"), [("lock", 3), ("lock-dc", 1)])
+def test_lock_lets_few_through(name: str, most: int, cache: redis.Redis, locks: redis.Redis,
+                               pool: ConnectionPool, reset_statements: str) -> None:
+    outcomes, calls = race(name, cache, locks, pool)
+    assert 1 <= calls <= most
+    assert outcomes.count(Outcome.FILLED) == calls
+    assert set(outcomes) <= {Outcome.FILLED, Outcome.WAITED, Outcome.HIT}
+    assert outcomes.count(Outcome.WAITED) >= 1
+    assert origin_db_calls(reset_statements) == calls
+    assert locks.keys("lock:*") == []  # the filler released its lock
+
+
+def test_a_waiter_gives_up_after_its_bounded_wait(cache: redis.Redis, locks: redis.Redis,
+                                                  pool: ConnectionPool) -> None:
+    locks.set("lock:orders:0", b"someone-else", px=10_000)
+    strategy = strategies.parse("lock:max_wait_ms=50,poll_ms=5").build(
+        Deps(cache, locks, PooledOrigin(pool, SPAN_S), ttl_ms=5000))
+    with pytest.raises(strategies.LockWaitTimeout):
+        strategy.fetch("orders:0", Probe())
+    assert locks.get("lock:orders:0") == b"someone-else"  # never deleted someone else's lock
+
+
+def test_origin_records_pool_wait_apart_from_query_time(pool: ConnectionPool) -> None:
+    probe = Probe()
+    value = PooledOrigin(pool, SPAN_S).load("orders:3", probe)
+    assert b'"orders"' in value
+    assert probe.origin_calls == 1
+    assert probe.origin_ns > 0 and probe.pool_wait_ns > 0
+    assert probe.origin_start_ns > 0
+
+
+def test_origin_failure_is_raised_not_hidden(postgres_dsn: str) -> None:
+    small = make_pool(postgres_dsn, 1)
+    try:
+        with small.connection(), pytest.raises(PoolTimeout, match="couldn't get a connection"):
+            PooledOrigin(small, SPAN_S, pool_timeout_s=0.1).load("orders:0", Probe())
+    finally:
+        small.close()

@@ -1,0 +1,62 @@
+"""The worker's trial runner in-process against real services: rows, timing, clean errors."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pyarrow.compute as pc
+import pytest
+import redis
+
+from results import transport
+from results.schema import WIRE_SCHEMA
+from worker.settings import Services
+from worker.spec import TrialSpec
+from worker.trial import run_trial
+
+
+def spec(clients: int, seconds: float, strategy: str = "lock") -> TrialSpec:
+    start = time.time_ns() + 300_000_000
+    return TrialSpec(
+        run_id="t", trial=1, repeat=1, strategy=strategy, params={}, worker_index=0,
+        client_base=0, clients=clients, keys=["orders:0"], ttl_ms=200, start_ns=start,
+        end_ns=start + int(seconds * 1e9), clock_offset_ns=0, pool_size=2,
+        origin_span_s=86400.0, progress_interval_s=0.1,
+    )
+
+
+@pytest.fixture
+def services(redis_server: Callable[[str], str], postgres_dsn: str, cache: redis.Redis,
+             locks: redis.Redis) -> Services:
+    """Real services, with the cache and lock store flushed (the fixtures do that)."""
+    return Services(redis_server("cache"), redis_server("lock-store"), redis_server("broker"),
+                    postgres_dsn)
+
+
+def test_clients_start_together_and_every_request_is_a_row(services: Services) -> None:
+    progress: list[dict[str, int]] = []
+    trial = spec(clients=5, seconds=1.0)
+    result = run_trial(trial, services, progress.append)
+    rows = transport.decode(result["rows"])
+    assert rows.schema.equals(WIRE_SCHEMA)
+    assert rows.num_rows == result["requests"] > 50
+    assert sorted(set(rows["client"].to_pylist())) == [0, 1, 2, 3, 4]
+    starts = rows["t_start_ns"]
+    assert pc.min(starts).as_py() >= trial.start_ns
+    assert pc.max(starts).as_py() < trial.end_ns
+    assert set(rows["outcome"].to_pylist()) <= {"hit", "filled", "waited"}
+    assert pc.sum(rows["origin_called"]).as_py() >= 1  # the 200 ms TTL expired several times
+    assert progress and progress[-1]["requests"] > 0
+    assert 0 < result["floor_p5_ns"] < 50_000_000
+
+
+def test_failures_become_error_rows_with_their_type(services: Services) -> None:
+    # The cache answers, the lock store does not: every miss fails when it asks for the lock.
+    broken = Services(services.cache_url, "redis://127.0.0.1:1/0", services.broker_url,
+                      services.origin_dsn)
+    result = run_trial(spec(clients=2, seconds=0.3, strategy="lock"), broken, lambda _: None)
+    rows = transport.decode(result["rows"])
+    assert rows.num_rows > 0
+    assert set(rows["outcome"].to_pylist()) == {"error"}
+    assert all(e.startswith("ConnectionError") for e in rows["error"].to_pylist())
