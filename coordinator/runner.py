@@ -11,8 +11,11 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from importlib import metadata
 from typing import Any
 
+import psycopg
+import redis
 from celery import Celery
 
 from coordinator import dataset, dispatch
@@ -67,6 +70,7 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
     offsets = dispatch.clock_offsets(app, workers)
     state.meta["clock_offsets"] = offsets
+    state.meta["versions"] = versions(services)
     state.meta["origin"] = _prepare_origin(config, services, console)
     writer.write_meta(state.to_json("running"))
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
@@ -85,6 +89,22 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
         runner.close()
     writer.write_meta(state.to_json("complete"))
     return state
+
+
+def versions(services: Services) -> dict[str, str]:
+    """Versions of our packages and of the servers measured, for run.json."""
+    found = {name: metadata.version(name)
+             for name in ("stampede-lab", "celery", "redis", "psycopg", "pyarrow", "orjson")}
+    cache = redis.Redis.from_url(services.cache_url, socket_timeout=5)
+    try:
+        info = cache.info("server")
+        found["cache_server"] = str(info.get("valkey_version") or info.get("redis_version"))
+    finally:
+        cache.close()
+    with psycopg.connect(services.origin_dsn, autocommit=True, connect_timeout=5) as conn:
+        row = conn.execute("SHOW server_version").fetchone()
+        found["postgresql"] = str(row[0]) if row else "unknown"
+    return found
 
 
 def _prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
