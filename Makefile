@@ -27,7 +27,10 @@ lint: setup
 test: lint
 	$(BIN)/pytest -q
 
+# redis-benchmark (benchmark 2) comes with Debian's redis-tools.
 bench: setup
+	@command -v redis-benchmark >/dev/null || [ "$$(id -u)" != 0 ] || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null)
 	$(BIN)/python -m bench
 
 clean:

@@ -12,6 +12,7 @@ from celery import Celery
 
 RUN_TRIAL = "stampede.run_trial"
 CLOCK = "stampede.clock"
+BASELINE = "stampede.baseline"
 
 
 def make_app(broker_url: str) -> Celery:

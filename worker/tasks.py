@@ -8,7 +8,8 @@ from typing import Any
 
 from celery import Task
 
-from worker.app import CLOCK, RUN_TRIAL, app
+from worker.app import BASELINE, CLOCK, RUN_TRIAL, app
+from worker.baseline import BaselineSpec, run_baseline
 from worker.settings import Services
 from worker.spec import InvalidTaskArguments, TrialSpec
 from worker.trial import run_trial
@@ -36,3 +37,9 @@ def run_trial_task(self: Task, spec: object) -> dict[str, Any]:
 def clock_task() -> int:
     """This host's wall clock, for the coordinator's offset estimate."""
     return time.time_ns()
+
+
+@app.task(name=BASELINE)
+def baseline_task(spec: object) -> dict[str, Any]:
+    """Plain GETs on the same threads, for the generator-efficiency benchmark."""
+    return run_baseline(BaselineSpec.from_json(spec), Services.from_env())

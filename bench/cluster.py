@@ -1,0 +1,131 @@
+"""Benchmarks that need the whole embedded stack: generator efficiency (1), the Redis ceiling
+(2) and start synchronization (5). One stack serves all three."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import redis
+from celery.utils import worker_direct
+
+import strategies
+from coordinator import dataset, dispatch
+from coordinator.config import LaunchConfig
+from coordinator.console import Console
+from coordinator.defaults import Timing
+from coordinator.plan import Schedule, TrialPlan, plan_trial
+from coordinator.stack import EmbeddedStack
+from coordinator.trial import TrialRunner
+from results.store import RunWriter, read_trials
+from worker.app import BASELINE, make_app
+
+WORKERS, CLIENTS, SECONDS, ROUNDS, SYNC_TRIALS = 8, 200, 5.0, 2, 20
+HOT = "orders:0"
+
+
+class Bench:
+    """The stack, the Celery app and a TrialRunner writing into a scratch run directory."""
+
+    def __init__(self, stack: EmbeddedStack) -> None:
+        self.services = stack.services
+        self.app = make_app(self.services.broker_url)
+        self.console = Console(quiet=True)
+        self.workers = dispatch.wait_for_workers(self.app, WORKERS, 60, lambda _: None)
+        dataset.seed_orders(self.services.origin_dsn, 20_000)
+        self.config = LaunchConfig(workers=WORKERS, clients=CLIENTS, strategies=(),
+                                   ttl_s=1.0, seconds=SECONDS, repeat=1, out=Path("."),
+                                   timing=Timing(lead_s=1.0, warmup_s=0.5))
+        self.scratch = Path(tempfile.mkdtemp(prefix="stampede-bench-"))
+        self.writer = RunWriter.create(self.scratch / "run")
+        offsets = {w: {"offset_ns": 0, "uncertainty_ns": 0} for w in self.workers}
+        self.runner = TrialRunner(self.config, self.services, self.app, self.writer, self.workers,
+                                  offsets, self.console, span_s=3600.0)
+        self.trial = 0
+
+    def close(self) -> None:
+        self.runner.close()
+        self.app.close()
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def plan(self, seconds: float, ttl_s: float, never_expire: bool) -> TrialPlan:
+        self.trial += 1
+        schedule = Schedule(WORKERS, CLIENTS, ttl_s, seconds, 0.5, (HOT,))
+        plan = plan_trial(schedule, self.trial, strategies.parse("naive"), 1, time.time_ns(), 1.0)
+        if never_expire:  # primed to outlive the trial: every request is a hit
+            plan = dataclasses.replace(plan, first_expiry_ns=plan.end_ns + 600 * 10**9)
+        return plan
+
+    def all_hit_rps(self) -> float:
+        self.runner.run(self.plan(SECONDS, 1.0, never_expire=True), of=0)
+        row = read_trials(self.writer.root).to_pylist()[-1]
+        assert row["origin_calls_total"] == 0 and row["errors"] == 0, row
+        return float(row["rps"])
+
+    def baseline_rps(self) -> float:
+        start = time.time_ns() + 10**9
+        shares = plan_shares(self.plan(SECONDS, 1.0, never_expire=True))
+        results = [self.app.send_task(BASELINE, queue=worker_direct(w), args=[
+            {"clients": n, "key": HOT, "start_ns": start, "seconds": SECONDS}])
+            for w, n in zip(self.workers, shares, strict=True)]
+        total = sum(r.get(timeout=SECONDS + 60)["requests"] for r in results)
+        return total / SECONDS
+
+    def start_spreads(self) -> list[float]:
+        spreads = []
+        for _ in range(SYNC_TRIALS):
+            self.runner.run(self.plan(1.5, 1.0, never_expire=False), of=0)
+            spreads.append(float(read_trials(self.writer.root).to_pylist()[-1]["start_spread_ms"]))
+        return spreads
+
+
+def plan_shares(plan: TrialPlan) -> list[int]:
+    return [s.clients for s in plan.shares]
+
+
+def redis_benchmark_rps(url: str, connections: int) -> float | None:
+    """redis-benchmark's GET rate with the same number of connections (None when not installed)."""
+    binary = shutil.which("redis-benchmark") or shutil.which("valkey-benchmark")
+    if binary is None:
+        return None
+    parts = urlsplit(url)
+    out = subprocess.run([binary, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port),
+                          "-t", "get", "-c", str(connections), "-n", "300000", "-q"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    found = re.search(r"GET: ([\d.]+) requests per second", out)
+    return float(found.group(1)) if found else None
+
+
+def run() -> float:
+    print(f"cluster benchmarks: {WORKERS} workers x {CLIENTS // WORKERS} clients, "
+          f"{SECONDS:g} s per measurement, {ROUNDS} rounds alternating")
+    with EmbeddedStack(WORKERS) as stack:
+        bench = Bench(stack)
+        try:
+            redis.Redis.from_url(stack.services.cache_url).flushdb()
+            ours, bare = [], []
+            for _ in range(ROUNDS):
+                ours.append(bench.all_hit_rps())
+                bare.append(bench.baseline_rps())
+            efficiency = statistics.median(ours) / statistics.median(bare)
+            print(f"[1] all-hit trial: {', '.join(f'{r:,.0f}' for r in ours)} rps; bare redis-py "
+                  f"GET loop: {', '.join(f'{r:,.0f}' for r in bare)} rps")
+            ceiling = redis_benchmark_rps(stack.services.cache_url, CLIENTS)
+            if ceiling is None:
+                print("[2] redis-benchmark not installed (apt-get install redis-tools): skipped")
+            else:
+                print(f"[2] redis-benchmark GET -c {CLIENTS}: {ceiling:,.0f} rps; ours is "
+                      f"{statistics.median(ours) / ceiling:.2f} of it")
+            spreads = bench.start_spreads()
+            print(f"[5] start spread over {WORKERS} workers, {SYNC_TRIALS} trials: median "
+                  f"{statistics.median(spreads):.2f} ms, max {max(spreads):.2f} ms")
+        finally:
+            bench.close()
+    return efficiency

@@ -1,0 +1,50 @@
+"""Benchmarks 3 and 4: the cost of recording a row, and of shipping a million rows to Parquet."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import tracemalloc
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from results import transport
+from strategies import Outcome, Probe
+from worker.recorder import Recorder
+
+ROWS = 1_000_000
+
+
+def record_rows(n: int) -> Recorder:
+    recorder = Recorder(0, ["orders:0"])
+    probe = Probe()
+    add = recorder.add
+    for i in range(n):
+        add(0, i, 100_000, Outcome.HIT, probe, None)
+    return recorder
+
+
+def run() -> None:
+    t0 = time.perf_counter_ns()
+    record_rows(ROWS)
+    per_row = (time.perf_counter_ns() - t0) / ROWS
+    tracemalloc.start()
+    recorder = record_rows(ROWS)
+    held = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    print(f"[3] recording a row: {per_row:.0f} ns; a worker holds {held / 2**20:.1f} MiB "
+          f"per million rows before shipping")
+
+    t0 = time.perf_counter()
+    batch = recorder.to_batch()
+    wire = transport.encode(batch)
+    t1 = time.perf_counter()
+    table = transport.decode(wire)
+    with tempfile.TemporaryDirectory() as tmp:
+        pq.write_table(table, Path(tmp) / "part-0.parquet", compression="zstd")
+        on_disk = (Path(tmp) / "part-0.parquet").stat().st_size
+    t2 = time.perf_counter()
+    print(f"[4] one million rows: encode {1000 * (t1 - t0):.0f} ms, {len(wire) / 2**20:.1f} MiB "
+          f"in the JSON result; decode + Parquet {1000 * (t2 - t1):.0f} ms, "
+          f"{on_disk / 2**20:.1f} MiB on disk")
