@@ -75,7 +75,7 @@ class Bench:
         results = [self.app.send_task(BASELINE, queue=worker_direct(w), args=[
             {"clients": n, "key": HOT, "start_ns": start, "seconds": SECONDS}])
             for w, n in zip(self.workers, shares, strict=True)]
-        total = sum(r.get(timeout=SECONDS + 60)["requests"] for r in results)
+        total = sum(int(r.get(timeout=SECONDS + 60)["requests"]) for r in results)
         return total / SECONDS
 
     def start_spreads(self) -> list[float]:

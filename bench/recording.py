@@ -36,7 +36,7 @@ def run() -> None:
     print(f"[3] recording a row: {per_row:.0f} ns; a worker holds {held / 2**20:.1f} MiB "
           f"per million rows before shipping")
 
-    t0 = time.perf_counter()
+    w0 = time.perf_counter()
     batch = recorder.to_batch()
     wire = transport.encode(batch)
     t1 = time.perf_counter()
@@ -45,6 +45,6 @@ def run() -> None:
         pq.write_table(table, Path(tmp) / "part-0.parquet", compression="zstd")
         on_disk = (Path(tmp) / "part-0.parquet").stat().st_size
     t2 = time.perf_counter()
-    print(f"[4] one million rows: encode {1000 * (t1 - t0):.0f} ms, {len(wire) / 2**20:.1f} MiB "
+    print(f"[4] one million rows: encode {1000 * (t1 - w0):.0f} ms, {len(wire) / 2**20:.1f} MiB "
           f"in the JSON result; decode + Parquet {1000 * (t2 - t1):.0f} ms, "
           f"{on_disk / 2**20:.1f} MiB on disk")
