@@ -5,6 +5,7 @@ Exit codes: 0 success, 1 the run failed, 2 bad input (one line naming the option
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -66,8 +67,14 @@ def report_command(run_dir: Path) -> None:
         click.echo(f"note: {note}")
 
 
+def _terminate(signum: int, frame: object) -> None:
+    """SIGTERM stops a launch like Ctrl-C: the embedded stack is torn down on the way out."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: click without its multi-line usage errors and without tracebacks."""
+    signal.signal(signal.SIGTERM, _terminate)
     try:
         code = cli.main(args=argv, prog_name="coordinator", standalone_mode=False)
     except click.UsageError as exc:

@@ -81,3 +81,13 @@ def test_passwords_are_masked() -> None:
 def test_services_from_env_names_missing_variables() -> None:
     with pytest.raises(KeyError, match="STAMPEDE_LOCK_URL"):
         Services.from_env({"STAMPEDE_CACHE_URL": "redis://h"})
+
+
+def test_baseline_task_arguments_are_checked() -> None:
+    from worker.baseline import BaselineSpec, InvalidBaseline
+
+    ok = {"clients": 25, "key": "orders:0", "start_ns": 1, "seconds": 5}
+    assert BaselineSpec.from_json(ok).clients == 25
+    for bad in ({**ok, "clients": 0}, {**ok, "seconds": -1}, {**ok, "key": ""}, {"clients": 1}):
+        with pytest.raises(InvalidBaseline):
+            BaselineSpec.from_json(bad)
