@@ -82,6 +82,9 @@ def start_postgres(workdir: Path, max_connections: int = 300, bind: str = "127.0
     """
     bindir, user = find_bindir(), service_user()
     data, sock = _initdb(bindir, workdir, user)
+    if bind != "127.0.0.1":  # a throw-away cluster for hosts on its own subnet (trust, as initdb's)
+        with open(data / "pg_hba.conf", "a", encoding="utf-8") as hba:
+            hba.write("host all all samenet trust\n")
     port = port or free_port()
     settings = {
         "listen_addresses": bind, "port": str(port), "unix_socket_directories": str(sock),
