@@ -49,6 +49,11 @@ def cli() -> None:
 @click.option("--seed/--no-seed", default=None,
               help="Seed and calibrate the origin [default: only on the embedded stack].")
 @service_options
+@click.option("--worker-timeout", type=click.FloatRange(1, 3600), default=None,
+              help=f"Seconds to wait for --workers workers to answer [default: "
+                   f"{defaults.Timing().worker_wait_s:g}].")
+@click.option("--force-clock", is_flag=True,
+              help="Run even if worker clock offsets are too uncertain for the TTL (above 5%).")
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""

@@ -26,6 +26,7 @@ class LaunchConfig:
     pool_size: int = defaults.POOL_SIZE
     origin_target_ms: float = defaults.ORIGIN_TARGET_MS
     seed: bool = True  # seed and calibrate the origin (always on the embedded stack)
+    force_clock: bool = False  # run even when clock offsets are too uncertain for the TTL
     keys: tuple[str, ...] = (defaults.HOT_KEY,)
     timing: Timing = field(default_factory=Timing)
 

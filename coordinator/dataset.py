@@ -21,6 +21,23 @@ class Calibration:
     samples: int
 
 
+class OriginNotReady(RuntimeError):
+    """The origin database has no ``orders`` table to measure (and seeding was not asked)."""
+
+
+def require_orders(dsn: str) -> None:
+    """Without --seed the existing table is measured: say clearly when there is none."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        row = conn.execute("SELECT to_regclass('orders') IS NOT NULL, "
+                           "to_regclass('orders_created_at') IS NOT NULL").fetchone()
+    if not row or not row[0]:
+        raise OriginNotReady("the origin has no orders table: run once with --seed "
+                             "(seeds --scale rows, then calibrates)")
+    if not row[1]:
+        raise OriginNotReady("orders has no index on created_at (orders_created_at): "
+                             "run with --seed to recreate it")
+
+
 def seed_orders(dsn: str, rows: int) -> None:
     """Create ``orders`` with ``rows`` random orders over one year and an index on the time."""
     with psycopg.connect(dsn, autocommit=True) as conn:

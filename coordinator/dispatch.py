@@ -11,7 +11,7 @@ from celery import Celery
 from celery.result import AsyncResult
 from celery.utils import worker_direct
 
-from worker.app import CLOCK, RUN_TRIAL
+from worker.app import RUN_TRIAL
 
 
 class DispatchError(RuntimeError):
@@ -34,23 +34,6 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
         f"only {len(seen)} of {count} workers answered within {timeout_s:g} s"
         + (f" ({', '.join(sorted(seen))})" if seen else "")
     )
-
-
-def clock_offsets(app: Celery, workers: Sequence[str], rounds: int = 5) -> dict[str, dict[str, int]]:
-    """Each worker's clock minus ours, from the round trip with the least delay."""
-    offsets = {}
-    for name in workers:
-        best: tuple[int, int] | None = None
-        for _ in range(rounds):
-            sent = time.time_ns()
-            theirs = app.send_task(CLOCK, queue=worker_direct(name)).get(timeout=10)
-            back = time.time_ns()
-            rtt = back - sent
-            if best is None or rtt < best[1]:
-                best = (int(theirs) - (sent + back) // 2, rtt)
-        assert best is not None
-        offsets[name] = {"offset_ns": best[0], "uncertainty_ns": best[1] // 2}
-    return offsets
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,11 @@ import psycopg
 import redis
 from celery.exceptions import CeleryError
 
+from coordinator.clock import ClockError
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
+from coordinator.dataset import OriginNotReady
+from coordinator.defaults import Timing
 from coordinator.dispatch import DispatchError
 from coordinator.plan import PlanError
 from coordinator.runner import run_experiment
@@ -24,7 +28,7 @@ from worker.settings import ENV, Services
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
-              TimeoutError)
+              TimeoutError, ClockError, OriginNotReady)
 
 
 class RunFailed(RuntimeError):
@@ -48,6 +52,14 @@ def services_from(options: dict[str, Any]) -> Services | None:
     return Services(**{k: str(v) for k, v in given.items()})
 
 
+def remote_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``--worker-timeout`` and ``--force-clock`` (absent when called without them: defaults)."""
+    extra: dict[str, Any] = {"force_clock": bool(options.get("force_clock"))}
+    if options.get("worker_timeout") is not None:
+        extra["timing"] = replace(Timing(), worker_wait_s=float(options["worker_timeout"]))
+    return extra
+
+
 def config_from(options: dict[str, Any]) -> LaunchConfig:
     services = services_from(options)
     out = options["out"] or Path("runs") / new_run_id()
@@ -57,6 +69,7 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         ttl_s=options["ttl_s"], seconds=options["seconds"], repeat=options["repeat"], out=out,
         services=services, scale=options["scale"], pool_size=options["pool_size"],
         origin_target_ms=options["origin_target_ms"], seed=seed,
+        **remote_options(options),
     )
     try:
         config.schedule().check()

@@ -18,7 +18,7 @@ import psycopg
 import redis
 from celery import Celery
 
-from coordinator import dataset, dispatch
+from coordinator import clock, dataset, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.plan import plan_trial, trial_order
@@ -68,8 +68,7 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
                                         console.progress)
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
-    offsets = dispatch.clock_offsets(app, workers)
-    state.meta["clock_offsets"] = offsets
+    offsets, lead_s = _align_clocks(app, workers, config, console, state)
     state.meta["versions"] = versions(services)
     state.meta["origin"] = _prepare_origin(config, services, console)
     writer.write_meta(state.to_json("running"))
@@ -78,8 +77,7 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     try:
         order = trial_order(list(config.strategies), config.repeat)
         for number, (spec, repeat) in enumerate(order, start=1):
-            plan = plan_trial(config.schedule(), number, spec, repeat, time.time_ns(),
-                              config.timing.lead_s)
+            plan = plan_trial(config.schedule(), number, spec, repeat, time.time_ns(), lead_s)
             state.trials.append(runner.run(plan, of=len(order)))
             writer.write_meta(state.to_json("running"))
     except BaseException:
@@ -107,9 +105,25 @@ def versions(services: Services) -> dict[str, str]:
     return found
 
 
+def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console: Console,
+                  state: RunState) -> tuple[dict[str, dict[str, int]], float]:
+    """Measure every worker's clock offset (recorded), refuse if too uncertain; return the lead."""
+    offsets = clock.measure_offsets(app, workers)
+    state.meta["clock_offsets"] = offsets
+    worst = max(o["uncertainty_ns"] for o in offsets.values()) / 1e6
+    console.say(f"clocks: {len(offsets)} offsets measured, uncertainty at most ±{worst:.2f} ms")
+    for warning in clock.check_uncertainty(offsets, config.ttl_s, config.force_clock):
+        console.say(f"warning: {warning}")
+    lead = clock.lead_s(offsets, config.timing)
+    state.meta["lead_s"] = lead
+    return offsets, lead
+
+
 def _prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
     """Seed (when asked) and calibrate the origin query; its median is printed and recorded."""
     dsn = services.origin_dsn
+    if not config.seed:
+        dataset.require_orders(dsn)
     if config.seed:
         t0 = time.monotonic()
         dataset.seed_orders(dsn, config.scale)

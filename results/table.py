@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "rps", "p50 ms", "p99 ms",
-           "errors", "waits", "stale", "peak", "db check")
+           "errors", "waits", "stale", "peak", "spread ms", "db check")
 
 
 def group_by_strategy(trials: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -21,6 +21,13 @@ def group_by_strategy(trials: Iterable[Mapping[str, Any]]) -> dict[str, list[Map
 def _median(rows: list[Mapping[str, Any]], key: str) -> float:
     values = [float(r[key]) for r in rows if r[key] is not None and not math.isnan(float(r[key]))]
     return statistics.median(values) if values else float("nan")
+
+
+def _spread(rows: list[Mapping[str, Any]]) -> str:
+    """The worst start spread over repeats: how far apart the workers' first requests were."""
+    values = [float(v) for r in rows if (v := r.get("start_spread_ms")) is not None
+              and not math.isnan(float(v))]
+    return f"{max(values):.1f}" if values else "n/a"
 
 
 def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
@@ -41,6 +48,7 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
         f"{sum(int(r['waits']) for r in rows):,}",
         f"{sum(int(r['stale_served']) for r in rows):,}",
         f"{max(int(r['peak_origin_inflight']) for r in rows)}",
+        _spread(rows),
         db,
     ]
 

@@ -8,6 +8,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 
 import psycopg
@@ -45,9 +46,8 @@ def service_user() -> str | None:
     raise StackError("running as root and no unprivileged user (postgres, nobody) to run PostgreSQL")
 
 
-def start_postgres(workdir: Path, max_connections: int = 300) -> tuple[ManagedProcess, str]:
-    """initdb into ``workdir/pg``, start the server on a free loopback port; return it and its DSN."""
-    bindir, user = find_bindir(), service_user()
+def _initdb(bindir: Path, workdir: Path, user: str | None) -> tuple[Path, Path]:
+    """A fresh cluster in ``workdir/pg/data`` owned by ``user``; returns (data, socket dir)."""
     data, sock = workdir / "pg" / "data", workdir / "pg" / "sock"
     sock.mkdir(parents=True)
     if user is not None:
@@ -61,14 +61,38 @@ def start_postgres(workdir: Path, max_connections: int = 300) -> tuple[ManagedPr
     )
     if init.returncode != 0:
         raise StackError(f"initdb failed ({init.returncode}): {init.stderr.strip()[-800:]}")
-    port = free_port()
+    return data, sock
+
+
+def as_user(user: str | None) -> list[str]:
+    """``setpriv`` argv that drops root to ``user`` in place (it execs: the PID stays the server's)."""
+    if user is None:
+        return []
+    entry = pwd.getpwnam(user)
+    return ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups", "--"]
+
+
+def start_postgres(workdir: Path, max_connections: int = 300, bind: str = "127.0.0.1",
+                   port: int | None = None, prefix: Sequence[str] = ()) -> tuple[ManagedProcess, str]:
+    """initdb into ``workdir/pg``, start the server on ``bind``; return it and its DSN.
+
+    ``prefix`` wraps the command (e.g. ``ip netns exec NS``, which needs root, so the switch to
+    the service user then happens after it). Readiness and the extension go through the unix
+    socket, so nothing is sent to ``bind`` from here.
+    """
+    bindir, user = find_bindir(), service_user()
+    data, sock = _initdb(bindir, workdir, user)
+    if bind != "127.0.0.1":  # a throw-away cluster for hosts on its own subnet (trust, as initdb's)
+        with open(data / "pg_hba.conf", "a", encoding="utf-8") as hba:
+            hba.write("host all all samenet trust\n")
+    port = port or free_port()
     settings = {
-        "listen_addresses": "127.0.0.1", "port": str(port), "unix_socket_directories": str(sock),
+        "listen_addresses": bind, "port": str(port), "unix_socket_directories": str(sock),
         "shared_preload_libraries": "pg_stat_statements", "pg_stat_statements.track": "top",
         "max_connections": str(max_connections), "fsync": "off", "synchronous_commit": "off",
         "full_page_writes": "off", "shared_buffers": "256MB",
     }
-    argv = [str(bindir / "postgres"), "-D", str(data)]
+    argv = [*prefix, *(as_user(user) if prefix else []), str(bindir / "postgres"), "-D", str(data)]
     for key, value in settings.items():
         argv += ["-c", f"{key}={value}"]
     log = workdir / "postgres.log"
@@ -76,16 +100,17 @@ def start_postgres(workdir: Path, max_connections: int = 300) -> tuple[ManagedPr
     if user is not None:
         shutil.chown(log, user, user)
     # SIGINT is PostgreSQL's "fast shutdown": clients are disconnected, no long wait.
-    proc = ManagedProcess("postgres", argv, log, user=user, stop_signal=signal.SIGINT)
-    dsn = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    proc = ManagedProcess("postgres", argv, log, user=None if prefix else user,
+                          stop_signal=signal.SIGINT)
+    local = f"postgresql://postgres@/postgres?host={sock}&port={port}"
     try:
-        proc.wait_until(lambda: _accepts(dsn), 30, "accepting connections")
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        proc.wait_until(lambda: _accepts(local), 30, "accepting connections")
+        with psycopg.connect(local, autocommit=True) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     except BaseException:
         proc.stop()
         raise
-    return proc, dsn
+    return proc, f"postgresql://postgres@{bind}:{port}/postgres"
 
 
 def _accepts(dsn: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -29,15 +30,22 @@ def find_server() -> str:
     )
 
 
-def start_redis(name: str, workdir: Path) -> tuple[ManagedProcess, str]:
-    """Start one in-memory server on a free loopback port; return it and its URL."""
-    port = free_port()
-    argv = [find_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+def start_redis(name: str, workdir: Path, bind: str = "127.0.0.1", port: int | None = None,
+                prefix: Sequence[str] = ()) -> tuple[ManagedProcess, str]:
+    """Start one in-memory server; return it and its URL.
+
+    ``prefix`` wraps the command (e.g. ``ip netns exec NS``) for a server in another network
+    namespace; readiness is then checked through a unix socket in ``workdir``, so nothing is
+    sent to ``bind`` from here.
+    """
+    port = port or free_port()
+    sock = workdir / f"{name}.sock"
+    argv = [*prefix, find_server(), "--port", str(port), "--bind", bind, "--save", "",
             "--appendonly", "no", "--dir", str(workdir), "--maxclients", "10000",
-            "--protected-mode", "no"]
+            "--protected-mode", "no", "--unixsocket", str(sock)]
     proc = ManagedProcess(name, argv, workdir / f"{name}.log")
-    url = f"redis://127.0.0.1:{port}/0"
-    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+    url = f"redis://{bind}:{port}/0"
+    client = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5)
     try:
         proc.wait_until(lambda: _answers(client), 10, "answering PING")
     except BaseException:
