@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from results.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 
-ROWS = int(os.environ.get("BENCH_ROWS", 10_000_000))
+ROWS = int(os.environ.get("BENCH_ROWS", "10000000"))
 TRIALS = (("naive", 1), ("lock", 1), ("naive", 2), ("lock", 2))
 CHUNK = 1_000_000
 SECONDS, TTL_S, T0 = 30.0, 2.0, 1_800_000_000_000_000_000
@@ -36,21 +37,25 @@ def _chunk(rng: np.random.Generator, n: int, strategy: str, repeat: int, start: 
     errors = rng.random(n) < 0.0001
     outcome[errors] = "error"
     columns = {
-        "run_id": pa.array(np.full(n, "bench-10m", object)), "strategy": pa.array(np.full(n, strategy, object)),
+        "run_id": pa.array(np.full(n, "bench-10m", object)),
+        "strategy": pa.array(np.full(n, strategy, object)),
         "repeat": pa.array(np.full(n, repeat, np.int32)),
         "worker": pa.array(np.char.add("w", (rng.integers(0, 8, n)).astype(str)).astype(object)),
         "client": pa.array(rng.integers(0, 200, n).astype(np.int32)),
         "key": pa.array(np.full(n, "orders:0", object)), "op": pa.array(np.full(n, "get", object)),
-        "t_intended_ns": pa.array(t_start), "t_start_ns": pa.array(t_start), "latency_ns": pa.array(latency),
+        "t_intended_ns": pa.array(t_start), "t_start_ns": pa.array(t_start),
+        "latency_ns": pa.array(latency),
         "outcome": pa.array(outcome, pa.string()), "origin_called": pa.array(called),
         "origin_start_ns": pa.array(np.where(called > 0, t_start, 0)), "origin_ns": pa.array(origin_ns),
         "pool_wait_ns": pa.array(np.where(called > 0, rng.integers(0, 10**6, n), 0)),
         "lock_wait_ns": pa.array(np.zeros(n, np.int64)), "stale_age_ns": pa.array(np.zeros(n, np.int64)),
-        "error": pa.array(np.where(errors, "ConnectionError: synthetic", None), pa.string()),
+        "error": pc.if_else(pa.array(errors), pa.scalar("ConnectionError: synthetic"),
+                            pa.scalar(None, pa.string())),
         "in_window": pa.array(t_start >= start + 10**9),
     }
     names = [f.name for f in REQUEST_SCHEMA if f.name != "trial"]
-    return pa.table({k: columns[k] for k in names}).cast(REQUEST_SCHEMA.remove(REQUEST_SCHEMA.get_field_index("trial")))
+    schema = REQUEST_SCHEMA.remove(REQUEST_SCHEMA.get_field_index("trial"))
+    return pa.table({k: columns[k] for k in names}).cast(schema)
 
 
 def build(root: Path, rows: int = ROWS) -> None:

@@ -57,7 +57,8 @@ def launch_command(**options: object) -> None:
 def _run_dir(run_dir: Path, hint: str) -> list[dict[str, object]]:
     if not (run_dir / "trials.parquet").exists():
         raise click.BadParameter(f"{run_dir} holds no trials.parquet", param_hint=hint)
-    return store.read_trials(run_dir).to_pylist()
+    trials: list[dict[str, object]] = store.read_trials(run_dir).to_pylist()
+    return trials
 
 
 @cli.command("report")

@@ -67,9 +67,10 @@ def load(root: Path) -> RunData:
         floor = min((float(t["floor_ms"]) for t in trials if t["strategy"] == strategy),
                     default=float("nan"))
         data.latency.append({"strategy": strategy, **latency_figures(rows), "floor_ms": floor})
-        data.endpoints.extend(_grouped(strategy, rows, ("op",)))
+        data.endpoints.extend({**g, "floor_ms": floor} for g in _grouped(strategy, rows, ("op",)))
         if "stage" in data.columns:
-            data.stages.extend(_grouped(strategy, rows, ("stage", "op")))
+            data.stages.extend({**g, "floor_ms": floor}
+                               for g in _grouped(strategy, rows, ("stage", "op")))
     return data
 
 

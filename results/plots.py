@@ -9,11 +9,11 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402 - the backend must be chosen first
-import numpy as np  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
 
-from results.analysis import BIN_NS, Timeline  # noqa: E402
+from results.analysis import BIN_NS, Timeline
 
 _PERCENTILE_LABELS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"),
                       ("p999_ms", "p99.9"), ("max_ms", "max"))

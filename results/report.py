@@ -51,13 +51,16 @@ class Written:
 def flag_cell(row: Mapping[str, Any], key: str) -> bool:
     """Cells a reader must not trust as they stand."""
     value = row.get(key)
+    if value is None:
+        return False
     floor = row.get("floor_ms")
-    if key in _PERCENTILE_KEYS and value is not None and floor is not None:
+    if key in _PERCENTILE_KEYS and floor is not None:
         return bool(float(value) < float(floor))
-    checks = {"db_calls_match": value is False, "saturated": value is True,
-              "error_rate": bool(value) and value == value,
-              "below_floor": value is True}
-    return checks.get(key, False)
+    if key == "error_rate":
+        return bool(float(value) > 0)
+    if key == "db_calls_match":
+        return value is False
+    return key in ("saturated", "below_floor") and value is True
 
 
 def write_report(root: Path) -> Written:

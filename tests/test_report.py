@@ -29,7 +29,7 @@ def png_size(data: bytes) -> tuple[int, int]:
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
 
 
 def test_report_writes_html_and_pngs(real_run: Path) -> None:
@@ -133,3 +133,11 @@ def test_report_and_compare_reject_a_directory_without_a_run(tmp_path: Path) -> 
         done = cli(*args)
         assert done.returncode == 2 and "holds no trials.parquet" in done.stderr
         assert "Traceback" not in done.stderr
+
+
+def test_flag_cell_marks_untrustworthy_figures() -> None:
+    row = {"p50_ms": 0.01, "p99_ms": 5.0, "floor_ms": 0.05, "error_rate": 0.1,
+           "db_calls_match": False, "saturated": True, "strategy": "naive"}
+    flagged = {k for k in row if report.flag_cell(row, k)}
+    assert flagged == {"p50_ms", "error_rate", "db_calls_match", "saturated"}
+    assert not report.flag_cell({"error_rate": 0.0, "saturated": None}, "error_rate")
