@@ -14,7 +14,7 @@ import click
 from coordinator import defaults
 from coordinator.launch import RunFailed, launch
 from coordinator.options import service_options, strategy_list
-from results import store, table
+from results import compare, report, store, table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -60,16 +60,31 @@ def launch_command(**options: object) -> None:
     launch(options)
 
 
+def _run_dir(run_dir: Path, hint: str) -> list[dict[str, object]]:
+    if not (run_dir / "trials.parquet").exists():
+        raise click.BadParameter(f"{run_dir} holds no trials.parquet", param_hint=hint)
+    trials: list[dict[str, object]] = store.read_trials(run_dir).to_pylist()
+    return trials
+
+
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
 def report_command(run_dir: Path) -> None:
-    """Print the summary table of a finished (or stopped) run."""
-    if not (run_dir / "trials.parquet").exists():
-        raise click.BadParameter(f"{run_dir} holds no trials.parquet", param_hint="RUN_DIR")
-    trials = store.read_trials(run_dir).to_pylist()
+    """Print the summary table of a run; write RUN_DIR/report.html and the PNGs beside it."""
+    trials = _run_dir(run_dir, "RUN_DIR")
     click.echo(table.render(trials))
     for note in table.notes(trials):
         click.echo(f"note: {note}")
+    written = report.write_report(run_dir)
+    click.echo(f"report: {written.html}  plots: {', '.join(p.name for p in written.pngs)}")
+
+
+@cli.command("compare")
+@click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
+def compare_command(run_a: Path, run_b: Path) -> None:
+    """The same trials of two runs side by side, with the change of each figure (B - A)."""
+    click.echo(compare.render(_run_dir(run_a, "RUN_A"), _run_dir(run_b, "RUN_B")))
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -98,3 +98,17 @@ def origin_db_calls(dsn: str) -> int:
             (f"%{ORIGIN_MARK}%",),
         ).fetchone()
     return int(row[0]) if row else 0
+
+
+Statements = dict[int, tuple[str, int, float]]
+
+
+def statement_snapshot(dsn: str) -> Statements:
+    """pg_stat_statements now: queryid -> (query, calls, total execution ms), our own reads left out."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT queryid, query, calls, total_exec_time FROM pg_stat_statements"
+            " WHERE query NOT LIKE %s AND queryid IS NOT NULL",
+            ("%pg_stat_statements%",),
+        ).fetchall()
+    return {int(q): (str(text), int(calls), float(ms)) for q, text, calls, ms in rows}

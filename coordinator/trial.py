@@ -15,11 +15,11 @@ from coordinator import dataset, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.plan import TrialPlan
-from results import metrics, transport
+from results import checks, metrics, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
 from strategies import Deps, Probe
-from worker.origin import PooledOrigin, make_pool
+from worker.origin import ORIGIN_MARK, PooledOrigin, make_pool
 from worker.settings import Services
 from worker.spec import TrialSpec
 from worker.trial import redis_client
@@ -50,6 +50,7 @@ class TrialRunner:
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
         self._prime(plan)
         db_before = dataset.origin_db_calls(self.services.origin_dsn)
+        statements_before = dataset.statement_snapshot(self.services.origin_dsn)
         tasks = dispatch.send_trial(self.app, self._assignments(plan))
         deadline = time.monotonic() + (plan.end_ns - time.time_ns()) / 1e9
         results = dispatch.follow(
@@ -57,9 +58,15 @@ class TrialRunner:
             lambda p: self.console.progress(self._progress_line(label, plan, p)),
         )
         db_calls = dataset.origin_db_calls(self.services.origin_dsn) - db_before
+        statements = checks.statement_rows(
+            statements_before, dataset.statement_snapshot(self.services.origin_dsn),
+            self.writer.root.name, plan.trial, ORIGIN_MARK)
         rows = self._gather_rows(plan, results)
         self.writer.write_requests(plan.trial, rows)
         summary = self._summarise(plan, rows, results, db_calls)
+        summary.update(checks.generator_figures(results))
+        summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
+        self.writer.add_statements(statements)
         self.writer.add_trial(summary)
         self.console.say(
             f"{label}: {summary['origin_per_expiry']:.1f} origin calls/expiry, "

@@ -66,7 +66,7 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
     outcome = win["outcome"]
     errors = int(pc.sum(pc.equal(outcome, "error")).as_py() or 0)
     requests = win.num_rows
-    p50, p99 = percentiles_ms(win["latency_ns"], (0.5, 0.99))
+    p50, p90, p99, p999 = percentiles_ms(win["latency_ns"], PERCENTILES)
     called = win.filter(pc.greater(win["origin_called"], 0))
     origin_calls = int(pc.sum(win["origin_called"]).as_py() or 0)
     return {
@@ -76,6 +76,8 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
         "rps": requests / window.seconds,
         "p50_ms": p50,
         "p99_ms": p99,
+        "p90_ms": p90,
+        "p999_ms": p999,
         "max_ms": (pc.max(win["latency_ns"]).as_py() or 0) / 1e6,
         "origin_calls": origin_calls,
         "expiry_events": window.expiry_events,

@@ -73,6 +73,30 @@ TRIAL_SCHEMA = pa.schema(
         ("start_spread_ms", pa.float64()),
         ("error_types", pa.string()),
         ("complete", pa.bool_()),
+        # Added by the self-checks (issue 5); absent from older runs, so readers must tolerate it.
+        ("p90_ms", pa.float64()),
+        ("p999_ms", pa.float64()),
+        ("max_worker_cpu", pa.float64()),
+        ("max_loop_lag_ms", pa.float64()),
+        ("max_release_late_ms", pa.float64()),
+        ("saturated", pa.bool_()),
+        ("db_time_ms", pa.float64()),
+    ]
+)
+
+# One row per (trial, statement) in ``statements.parquet``: pg_stat_statements deltas over the
+# trial, like experiment 003's per-query analysis of database time.
+STATEMENT_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("trial", pa.int32()),
+        ("queryid", pa.int64()),
+        ("query", pa.string()),
+        ("calls", pa.int64()),
+        ("total_ms", pa.float64()),
+        ("mean_ms", pa.float64()),
+        ("share", pa.float64()),
+        ("is_origin", pa.bool_()),
     ]
 )
 

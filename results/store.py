@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from results.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.schema import REQUEST_SCHEMA, SCHEMA_VERSION, STATEMENT_SCHEMA, TRIAL_SCHEMA
 
 
 class RunExists(FileExistsError):
@@ -27,6 +27,7 @@ class RunWriter:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._trials: list[dict[str, Any]] = []
+        self._statements: list[dict[str, Any]] = []
 
     @classmethod
     def create(cls, root: Path) -> RunWriter:
@@ -59,6 +60,14 @@ class RunWriter:
         pq.write_table(table, tmp)
         os.replace(tmp, self.root / "trials.parquet")
 
+    def add_statements(self, rows: list[dict[str, Any]]) -> None:
+        """Append one trial's pg_stat_statements deltas and rewrite ``statements.parquet``."""
+        self._statements.extend(rows)
+        table = pa.Table.from_pylist(self._statements, schema=STATEMENT_SCHEMA)
+        tmp = self.root / "statements.parquet.tmp"
+        pq.write_table(table, tmp)
+        os.replace(tmp, self.root / "statements.parquet")
+
 
 def _atomic_write(path: Path, data: bytes) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
@@ -73,6 +82,12 @@ def read_meta(root: Path) -> dict[str, Any]:
 
 def read_trials(root: Path) -> pa.Table:
     return pq.read_table(root / "trials.parquet")
+
+
+def read_statements(root: Path) -> pa.Table | None:
+    """Per-statement database time per trial; None for runs made before it was recorded."""
+    path = root / "statements.parquet"
+    return pq.read_table(path) if path.exists() else None
 
 
 def requests_dataset(root: Path) -> ds.Dataset:

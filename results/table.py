@@ -7,8 +7,10 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from results.checks import origin_mismatch, saturation_reason
+
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "rps", "p50 ms", "p99 ms",
-           "errors", "waits", "stale", "peak", "spread ms", "db check")
+           "errors", "waits", "stale", "peak", "spread ms", "db check", "generator")
 
 
 def group_by_strategy(trials: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -50,7 +52,16 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
         f"{max(int(r['peak_origin_inflight']) for r in rows)}",
         _spread(rows),
         db,
+        _generator(rows),
     ]
+
+
+def _generator(rows: list[Mapping[str, Any]]) -> str:
+    """``ok``, ``SATURATED`` (latencies inflated) or ``n/a`` for runs made before the check."""
+    flags = [r.get("saturated") for r in rows]
+    if all(f is None for f in flags):
+        return "n/a"
+    return "SATURATED" if any(flags) else "ok"
 
 
 def render(trials: Iterable[Mapping[str, Any]]) -> str:
@@ -71,13 +82,15 @@ def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
     """Warnings a reader must see under the table."""
     out = []
     for r in trials:
+        where = f"trial {r['trial']} ({r['strategy']})"
         if r["below_floor"]:
-            out.append(f"trial {r['trial']} ({r['strategy']}): p50 {r['p50_ms']:.3f} ms is below "
+            out.append(f"{where}: p50 {r['p50_ms']:.3f} ms is below "
                        f"the cache round-trip floor {r['floor_ms']:.3f} ms: check the errors")
         if not r["db_calls_match"]:
-            out.append(f"trial {r['trial']} ({r['strategy']}): clients counted "
-                       f"{r['origin_calls_total']} origin calls, PostgreSQL counted {r['db_calls']}")
+            out.append(f"{where}: {origin_mismatch(r['origin_calls_total'], r['db_calls'])}")
         if r["errors"]:
-            out.append(f"trial {r['trial']} ({r['strategy']}): {r['errors']} errors: "
-                       f"{r['error_types']}")
+            out.append(f"{where}: {r['errors']} errors: {r['error_types']}")
+        if r.get("saturated"):
+            out.append(f"{where}: load generator saturated ({saturation_reason(r)}): "
+                       "its latencies are inflated")
     return out

@@ -82,3 +82,19 @@ def reset_statements(postgres_dsn: str) -> str:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_stat_statements_reset()")
     return postgres_dsn
+
+
+@pytest.fixture(scope="session")
+def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real run directory: ``coordinator launch`` (naive, lock) on its own embedded stack."""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("real-run") / "run"
+    subprocess.run(
+        [sys.executable, "-m", "coordinator", "launch", "--workers", "2", "--clients", "16",
+         "--seconds", "3", "--ttl", "1", "--scale", "20000", "--origin-ms", "2",
+         "--strategies", "naive,lock", "--out", str(out), "--quiet"],
+        check=True, timeout=300, capture_output=True,
+    )
+    return out

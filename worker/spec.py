@@ -36,6 +36,7 @@ class TrialSpec:
     pool_size: int
     origin_span_s: float
     progress_interval_s: float = 0.5
+    redis_max_connections: int | None = None  # per client pool; None = clients + 4
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -75,6 +76,8 @@ class TrialSpec:
         _in_range("end_ns - start_ns", self.end_ns - self.start_ns, 1, HOUR_NS)
         _in_range("origin_span_s", self.origin_span_s, 1e-3, 365 * 86400)
         _in_range("progress_interval_s", self.progress_interval_s, 0.01, 60)
+        if self.redis_max_connections is not None:
+            _in_range("redis_max_connections", self.redis_max_connections, 1, 100_000)
         if not self.keys or len(self.keys) > 10**6:
             raise InvalidTaskArguments("keys must hold 1 to 1,000,000 names")
         if not all(isinstance(k, str) and 0 < len(k) <= 200 for k in self.keys):
@@ -94,6 +97,8 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def _take(data: Mapping[str, Any], name: str) -> Any:
     value = data[name]
+    if value is None and name == "redis_max_connections":
+        return None
     allowed = _TYPES.get(name, (int,))
     if isinstance(value, bool) or not isinstance(value, allowed):
         kinds = " or ".join(t.__name__ for t in allowed)

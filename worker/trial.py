@@ -17,6 +17,7 @@ from results import transport
 from strategies import Deps, Outcome, Probe, Strategy
 from worker.origin import PooledOrigin, make_pool
 from worker.recorder import Recorder
+from worker.selfcheck import GeneratorMonitor
 from worker.settings import Services
 from worker.spec import TrialSpec
 
@@ -25,10 +26,11 @@ FLOOR_SAMPLES = 200
 JOIN_GRACE_S = 15.0
 
 
-def redis_client(url: str, clients: int) -> redis.Redis:
+def redis_client(url: str, clients: int, max_connections: int | None = None) -> redis.Redis:
     """A client whose pool holds one connection per thread plus a few; exhaustion raises."""
     return redis.Redis.from_url(
-        url, max_connections=clients + 4, socket_timeout=2.0, socket_connect_timeout=2.0
+        url, max_connections=max_connections or clients + 4, socket_timeout=2.0,
+        socket_connect_timeout=2.0,
     )
 
 
@@ -108,20 +110,24 @@ def client_loop(strategy: Strategy, keys: Sequence[str], recorder: Recorder, end
 
 def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[str, Any]:
     """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
-    cache = redis_client(services.cache_url, spec.clients)
-    locks = redis_client(services.lock_url, spec.clients)
+    cache = redis_client(services.cache_url, spec.clients, spec.redis_max_connections)
+    locks = redis_client(services.lock_url, spec.clients, spec.redis_max_connections)
     pool = make_pool(services.origin_dsn, spec.pool_size)
     try:
         floor = measure_floor_ns(cache)
         deps = Deps(cache, locks, PooledOrigin(pool, spec.origin_span_s), spec.ttl_ms)
         strategy = spec.strategy_spec().build(deps)
         group = ClientGroup(spec, strategy)
+        monitor = GeneratorMonitor()
         try:
             late_ns = _release_at(spec, group)
+            monitor.start()
             _report_until_done(spec, group, progress)
         except BaseException:
             group.abort()
             raise
+        finally:
+            load = monitor.stop()
     finally:
         pool.close()
         cache.close()
@@ -135,6 +141,7 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[s
         "release_late_ns": late_ns,
         "floor_p5_ns": sorted(floor)[len(floor) // 20],
         "floor_median_ns": int(statistics.median(floor)),
+        **load.to_json(),
     }
 
 

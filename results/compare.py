@@ -1,0 +1,54 @@
+"""``coordinator compare RUN_A RUN_B``: the same trials side by side with the change of each figure.
+
+Trials are matched by (strategy label, repeat); a trial present in only one run is listed as such.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+FIGURES = (("origin_per_expiry", "origin/expiry", ".1f"), ("rps", "rps", ",.0f"),
+           ("p50_ms", "p50 ms", ".2f"), ("p99_ms", "p99 ms", ".1f"), ("max_ms", "max ms", ".1f"),
+           ("error_rate", "error rate", ".2%"), ("peak_origin_inflight", "peak", ".0f"))
+HEAD = ("strategy", "repeat", "figure", "A", "B", "change", "change %")
+
+
+def _number(value: Any) -> float:
+    return float(value) if value is not None else float("nan")
+
+
+def _fmt(value: float, fmt: str) -> str:
+    return "n/a" if math.isnan(value) else format(value, fmt)
+
+
+def rows(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """One line per matched trial and figure: A, B, B - A and the relative change."""
+    index_b = {(str(t["strategy"]), int(t["repeat"])): t for t in b}
+    out = []
+    for ta in a:
+        key = (str(ta["strategy"]), int(ta["repeat"]))
+        tb = index_b.pop(key, None)
+        if tb is None:
+            out.append([key[0], str(key[1]), "(only in A)", "", "", "", ""])
+            continue
+        for name, label, fmt in FIGURES:
+            va, vb = _number(ta.get(name)), _number(tb.get(name))
+            rel = (vb - va) / va if va not in (0.0,) and not math.isnan(va) else float("nan")
+            out.append([key[0], str(key[1]), label, _fmt(va, fmt), _fmt(vb, fmt),
+                        ("+" if vb - va >= 0 else "") + _fmt(vb - va, fmt), _fmt(rel, "+.1%")])
+    out.extend([s, str(r), "(only in B)", "", "", "", ""] for s, r in index_b)
+    return out
+
+
+def render(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> str:
+    lines = rows(a, b)
+    widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h)
+              for i, h in enumerate(HEAD)]
+
+    def join(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if i < 3 else c.rjust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
+
+    return "\n".join([join(HEAD), join(["-" * w for w in widths]), *(join(r) for r in lines)])

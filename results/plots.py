@@ -1,0 +1,95 @@
+"""The report's pictures as PNG bytes (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.figure import Figure
+
+from results.analysis import BIN_NS, Timeline
+
+_PERCENTILE_LABELS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"),
+                      ("p999_ms", "p99.9"), ("max_ms", "max"))
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def origin_timeline(timelines: Sequence[Timeline]) -> bytes:
+    """Origin calls per 100 ms, one panel per strategy (repeats overlaid), expiries marked."""
+    strategies = list(dict.fromkeys(t.strategy for t in timelines))
+    fig, axes = plt.subplots(len(strategies), 1, figsize=(10, 2.6 * len(strategies) + 0.6),
+                             sharex=True, squeeze=False)
+    for ax, strategy in zip(axes[:, 0], strategies, strict=True):
+        mine = [t for t in timelines if t.strategy == strategy]
+        for t in mine:
+            x = np.arange(len(t.counts)) * BIN_NS / 1e9
+            ax.step(x, t.counts, where="post", label=f"repeat {t.repeat}", linewidth=1.2)
+        for i, expiry in enumerate(mine[0].expiries_s):
+            ax.axvline(expiry, color="red", linestyle="--", linewidth=0.9,
+                       label="scheduled expiry" if i == 0 else None)
+        ax.axvspan(*mine[0].window_s, color="grey", alpha=0.08, label="measurement window")
+        peak = max(int(t.counts.max()) if len(t.counts) else 0 for t in mine)
+        ax.set_title(f"{strategy}: origin calls per 100 ms (peak {peak})", fontsize=10, loc="left")
+        ax.set_ylabel("calls / 100 ms")
+        ax.set_ylim(bottom=0, top=max(peak * 1.15, 2))
+        ax.legend(fontsize=7, loc="upper right")
+    axes[-1, 0].set_xlabel("seconds since the common start instant")
+    fig.tight_layout()
+    return _png(fig)
+
+
+def latency_percentiles(rows: Sequence[dict[str, Any]]) -> bytes:
+    """Latency percentiles per strategy (log scale), with the error rate in a panel beside."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 1]})
+    names = [str(r["strategy"]) for r in rows]
+    x = np.arange(len(_PERCENTILE_LABELS))
+    width = 0.8 / max(len(rows), 1)
+    for i, r in enumerate(rows):
+        values = [float(r[key]) for key, _ in _PERCENTILE_LABELS]
+        left.bar(x + i * width, values, width, label=names[i])
+    floors = [float(r["floor_ms"]) for r in rows if r.get("floor_ms") == r.get("floor_ms")]
+    if floors:
+        left.axhline(min(floors), color="black", linestyle=":", linewidth=1,
+                     label=f"cache round-trip floor {min(floors):.3f} ms")
+    left.set_xticks(x + width * (len(rows) - 1) / 2, [label for _, label in _PERCENTILE_LABELS])
+    left.set_yscale("log")
+    left.set_ylabel("latency (ms, log)")
+    left.set_title("latency percentiles per strategy (all requests, errors included)", fontsize=10)
+    left.legend(fontsize=8)
+    rates = [100 * float(r["error_rate"]) if r["requests"] else 0.0 for r in rows]
+    bars = right.bar(names, rates, color=["tab:red" if v > 0 else "tab:green" for v in rates])
+    right.bar_label(bars, labels=[f"{v:.2f}%" for v in rates], fontsize=8)
+    right.set_ylabel("errors (% of requests)")
+    right.set_title("error rate", fontsize=10)
+    right.set_ylim(bottom=0, top=max(max(rates, default=0) * 1.2, 1))
+    fig.tight_layout()
+    return _png(fig)
+
+
+def stage_breakdown(rows: Sequence[dict[str, Any]]) -> bytes:
+    """p99 per stage and endpoint, with pool wait p99 and query time p99 side by side."""
+    labels = [f"{r['strategy']}\n{r['stage']} / {r['op']}" for r in rows]
+    x = np.arange(len(rows))
+    fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4.2))
+    for i, (key, name) in enumerate((("p99_ms", "request p99"), ("pool_wait_p99_ms", "pool wait p99"),
+                                     ("query_p99_ms", "query p99"))):
+        values = [float(r[key]) if r[key] == r[key] else 0.0 for r in rows]
+        ax.bar(x + (i - 1) * 0.27, values, 0.27, label=name)
+    ax.set_xticks(x, labels, fontsize=7)
+    ax.set_ylabel("ms")
+    ax.set_title("p99 per stage and endpoint: waiting for a connection vs the database", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)

@@ -1,0 +1,121 @@
+"""``coordinator report RUN_DIR``: the summary table, ``report.html`` and the PNGs beside it.
+
+The HTML is self-contained (plots embedded as base64 PNG) so it opens offline and can be mailed.
+Runs made before a column existed still report: missing figures show as ``n/a``.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from results import analysis, plots, table
+from results import html as h
+
+TRIAL_COLUMNS: list[h.Column] = [
+    ("trial", "trial", ""), ("strategy", "strategy", ""), ("repeat", "repeat", ""),
+    ("origin_per_expiry", "origin/expiry", ".1f"), ("peak_origin_inflight", "peak in-flight", ""),
+    ("rps", "rps", ",.0f"), ("p50_ms", "p50 ms", ".2f"), ("p99_ms", "p99 ms", ".1f"),
+    ("error_rate", "error rate", ".2%"), ("floor_ms", "floor ms", ".3f"),
+    ("origin_calls_total", "client origin calls", ","), ("db_calls", "db calls", ","),
+    ("db_calls_match", "db match", ""), ("db_time_ms", "db time ms", ",.1f"),
+    ("max_worker_cpu", "max worker CPU", ".0%"), ("max_loop_lag_ms", "loop lag p99 ms", ".1f"),
+    ("max_release_late_ms", "release late ms", ".1f"), ("saturated", "saturated", ""),
+    ("start_spread_ms", "start spread ms", ".1f"),
+]
+LATENCY_COLUMNS: list[h.Column] = [
+    ("strategy", "strategy", ""), ("requests", "requests", ","), ("p50_ms", "p50 ms", ".3f"),
+    ("p90_ms", "p90 ms", ".3f"), ("p99_ms", "p99 ms", ".2f"), ("p999_ms", "p99.9 ms", ".2f"),
+    ("max_ms", "max ms", ".1f"), ("errors", "errors", ","), ("error_rate", "error rate", ".2%"),
+    ("floor_ms", "floor ms", ".3f"),
+]
+GROUP_EXTRA: list[h.Column] = [("origin_calls", "origin calls", ","),
+                               ("pool_wait_p99_ms", "pool wait p99 ms", ".2f"),
+                               ("query_p99_ms", "query p99 ms", ".2f")]
+STATEMENT_COLUMNS: list[h.Column] = [
+    ("trial", "trial", ""), ("query", "statement", ""), ("calls", "calls", ","),
+    ("mean_ms", "mean ms", ".3f"), ("total_ms", "total ms", ",.1f"), ("share", "share of DB time", ".1%"),
+]
+_PERCENTILE_KEYS = {"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"}
+
+
+@dataclass(frozen=True)
+class Written:
+    html: Path
+    pngs: list[Path]
+
+
+def flag_cell(row: Mapping[str, Any], key: str) -> bool:
+    """Cells a reader must not trust as they stand."""
+    value = row.get(key)
+    if value is None:
+        return False
+    floor = row.get("floor_ms")
+    if key in _PERCENTILE_KEYS and floor is not None:
+        return bool(float(value) < float(floor))
+    if key == "error_rate":
+        return bool(float(value) > 0)
+    if key == "db_calls_match":
+        return value is False
+    return key in ("saturated", "below_floor") and value is True
+
+
+def write_report(root: Path) -> Written:
+    """Compute everything from the run directory and write report.html plus the PNGs."""
+    data = analysis.load(root)
+    images = {"origin_timeline.png": plots.origin_timeline(data.timelines) if data.timelines else None,
+              "latency_percentiles.png": plots.latency_percentiles(data.latency) if data.latency else None,
+              "stages.png": plots.stage_breakdown(data.stages) if data.stages else None}
+    pngs = []
+    for name, png in images.items():
+        if png is not None:
+            (root / name).write_bytes(png)
+            pngs.append(root / name)
+    page = h.page(f"stampede-lab run {data.meta.get('run_id', root.name)}",
+                  _sections(data, {k: v for k, v in images.items() if v is not None}))
+    (root / "report.html").write_text(page, encoding="utf-8")
+    return Written(root / "report.html", pngs)
+
+
+def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
+    spec = data.meta.get("spec", {})
+    origin = data.meta.get("origin", {})
+    out = [f"<p>{html.escape(_describe(spec, origin, data.meta))}</p>",
+           "<h2>Summary</h2>", f"<pre>{html.escape(table.render(data.trials))}</pre>",
+           "<h2>Self-checks</h2>", h.notes(table.notes(data.trials))]
+    if "origin_timeline.png" in images:
+        out += ["<h2>Origin calls per 100 ms</h2>",
+                h.image(images["origin_timeline.png"], "origin calls per 100 ms")]
+    out += ["<h2>Latency per strategy</h2>",
+            "<p>Exact percentiles over every in-window request, errors included (linear "
+            "interpolation). A value below the cache round-trip floor is marked !.</p>",
+            h.table(data.latency, LATENCY_COLUMNS, flag_cell)]
+    if "latency_percentiles.png" in images:
+        out.append(h.image(images["latency_percentiles.png"], "latency percentiles"))
+    out += ["<h2>Trials</h2>", h.table(data.trials, TRIAL_COLUMNS, flag_cell)]
+    if data.endpoints:
+        out += ["<h2>Per endpoint</h2>",
+                h.table(data.endpoints, [*LATENCY_COLUMNS[:1], ("op", "op", ""),
+                                         *LATENCY_COLUMNS[1:], *GROUP_EXTRA], flag_cell)]
+    if data.stages:
+        out += ["<h2>Per stage</h2>",
+                h.table(data.stages, [*LATENCY_COLUMNS[:1], ("stage", "stage", ""), ("op", "op", ""),
+                                      *LATENCY_COLUMNS[1:], *GROUP_EXTRA], flag_cell),
+                h.image(images["stages.png"], "p99 per stage")]
+    if data.statements:
+        out += ["<h2>Database time per statement (pg_stat_statements)</h2>",
+                h.table(data.statements, STATEMENT_COLUMNS)]
+    return out
+
+
+def _describe(spec: Mapping[str, Any], origin: Mapping[str, Any], meta: Mapping[str, Any]) -> str:
+    median = origin.get("median_ms")
+    median_text = f"{median:.2f} ms" if isinstance(median, int | float) else "not recorded"
+    return (f"{spec.get('workers', '?')} workers, {spec.get('clients', '?')} clients, "
+            f"TTL {spec.get('ttl_s', '?')} s, {spec.get('seconds', '?')} s per trial, "
+            f"{spec.get('repeat', '?')} repeat(s), {len(spec.get('keys', []))} key(s); "
+            f"origin query median {median_text}; status {meta.get('status', '?')}, "
+            f"started {meta.get('started', '?')}")
