@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from strategies import Outcome, Probe
 
@@ -56,3 +57,30 @@ def herd(fetch: Callable[[Probe], Outcome], threads: int = 50) -> list[tuple[Out
     assert not errors, errors[:3]
     assert len(results) == threads
     return results
+
+
+def two_level_reader(url: str, key: str, out: Any) -> None:
+    """Child process: cache ``key`` locally, then report when an invalidation drops it."""
+    import redis
+
+    from strategies import Deps
+    from strategies.twolevel import TwoLevel, TwoLevelParams
+
+    cache = redis.Redis.from_url(url)
+    strategy = TwoLevel(Deps(cache, cache, SleepLoader(0.001), 60_000),
+                        TwoLevelParams(local_ttl_ms=60_000))
+    try:
+        strategy.fetch(key, Probe())
+        probe = Probe()
+        strategy.fetch(key, probe)
+        out.put(("ready", probe.local_hit))
+        deadline = time.time() + 10
+        while key in strategy.local and time.time() < deadline:
+            time.sleep(0.001)
+        dropped_at = None if key in strategy.local else time.time()
+        probe = Probe()
+        strategy.fetch(key, probe)
+        out.put(("dropped", dropped_at, probe.local_hit, strategy.local[key][1]))
+    finally:
+        strategy.close()
+        cache.close()
