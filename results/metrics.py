@@ -60,15 +60,24 @@ def in_window(t_start_ns: pa.ChunkedArray | pa.Array, window: Window) -> pa.Arra
     )
 
 
+REFRESH_OP = "refresh"  # a background job's row: counts origin calls, is not a request
+
+
 def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, object]:
-    """The per-trial figures of ``trials.parquet`` that come from request rows alone."""
-    win = rows.filter(rows["in_window"])
+    """The per-trial figures of ``trials.parquet`` that come from request rows alone.
+
+    Origin calls count every row in the window (background refreshes included); requests,
+    latency, rps and outcomes count the clients' requests only.
+    """
+    everything = rows.filter(rows["in_window"])
+    is_refresh = pc.equal(everything["op"], REFRESH_OP)
+    win = everything.filter(pc.invert(is_refresh))
     outcome = win["outcome"]
     errors = int(pc.sum(pc.equal(outcome, "error")).as_py() or 0)
     requests = win.num_rows
     p50, p90, p99, p999 = percentiles_ms(win["latency_ns"], PERCENTILES)
-    called = win.filter(pc.greater(win["origin_called"], 0))
-    origin_calls = int(pc.sum(win["origin_called"]).as_py() or 0)
+    called = everything.filter(pc.greater(everything["origin_called"], 0))
+    origin_calls = int(pc.sum(everything["origin_called"]).as_py() or 0)
     return {
         "requests": requests,
         "errors": errors,
@@ -89,9 +98,30 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
         "waits": int(pc.sum(pc.equal(outcome, "waited")).as_py() or 0),
         "origin_calls_total": int(pc.sum(rows["origin_called"]).as_py() or 0),
         "floor_ms": floor_ms,
-        "below_floor": bool(p50 < floor_ms) if requests else False,
-        "error_types": _error_types(win),
+        "below_floor": _below_floor(win, floor_ms),
+        "error_types": _error_types(everything),
+        "local_hits": int(pc.sum(win["local_hit"]).as_py() or 0),
+        "refreshes": int(pc.sum(is_refresh).as_py() or 0),
+        **_stale_ages(win),
     }
+
+
+def _below_floor(win: pa.Table, floor_ms: float) -> bool:
+    """p50 of the requests that went to Redis faster than one Redis round trip: a defect.
+    In-process hits (two-level's local cache) are faster by design and left out."""
+    remote = win.filter(pc.equal(win["local_hit"], 0))
+    if remote.num_rows == 0:
+        return False
+    return bool(percentiles_ms(remote["latency_ns"], (0.5,))[0] < floor_ms)
+
+
+def _stale_ages(win: pa.Table) -> dict[str, float]:
+    """Median and largest age of the stale values served (NaN when none were)."""
+    ages = win.filter(pc.equal(win["outcome"], "stale"))["stale_age_ns"]
+    if len(ages) == 0:
+        return {"stale_age_p50_ms": float("nan"), "stale_age_max_ms": float("nan")}
+    return {"stale_age_p50_ms": percentiles_ms(ages, (0.5,))[0],
+            "stale_age_max_ms": (pc.max(ages).as_py() or 0) / 1e6}
 
 
 def _error_types(win: pa.Table) -> str:

@@ -27,6 +27,7 @@ WIRE_SCHEMA = pa.schema(
         ("lock_wait_ns", pa.int64()),
         ("stale_age_ns", pa.int64()),
         ("error", pa.string()),
+        ("local_hit", pa.int8()),  # 1: answered from the worker's in-process cache (two-level)
     ]
 )
 
@@ -81,6 +82,10 @@ TRIAL_SCHEMA = pa.schema(
         ("max_release_late_ms", pa.float64()),
         ("saturated", pa.bool_()),
         ("db_time_ms", pa.float64()),
+        ("local_hits", pa.int64()),
+        ("refreshes", pa.int64()),  # background refresh rows (op = "refresh"), not requests
+        ("stale_age_p50_ms", pa.float64()),
+        ("stale_age_max_ms", pa.float64()),
     ]
 )
 

@@ -10,7 +10,8 @@ from typing import Any
 from results.checks import origin_mismatch, saturation_reason
 
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "rps", "p50 ms", "p99 ms",
-           "errors", "waits", "stale", "peak", "spread ms", "db check", "generator")
+           "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "peak",
+           "spread ms", "db check", "generator")
 
 
 def group_by_strategy(trials: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -32,6 +33,16 @@ def _spread(rows: list[Mapping[str, Any]]) -> str:
     return f"{max(values):.1f}" if values else "n/a"
 
 
+def _get(row: Mapping[str, Any], key: str, default: float = float("nan")) -> float:
+    """A column that older runs lack (columns are only ever added)."""
+    value = row.get(key)
+    return default if value is None else float(value)
+
+
+def _fmt_ms(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.1f}"
+
+
 def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
     requests = sum(int(r["requests"]) for r in rows)
     errors = sum(int(r["errors"]) for r in rows)
@@ -49,6 +60,10 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
         f"{errors / requests:.2%}" if requests else "n/a",
         f"{sum(int(r['waits']) for r in rows):,}",
         f"{sum(int(r['stale_served']) for r in rows):,}",
+        _fmt_ms(max((a for r in rows if not math.isnan(a := _get(r, "stale_age_max_ms"))),
+                    default=float("nan"))),
+        f"{sum(int(_get(r, 'local_hits', 0)) for r in rows):,}",
+        f"{sum(int(_get(r, 'refreshes', 0)) for r in rows):,}",
         f"{max(int(r['peak_origin_inflight']) for r in rows)}",
         _spread(rows),
         db,

@@ -3,23 +3,42 @@
 Importing this package registers every built-in strategy.
 """
 
-from strategies import lock, naive
-from strategies.base import Deps, Loader, LockWaitTimeout, Outcome, Probe, Strategy, StrategyError
+from strategies import lease, local, lock, naive, swr, twolevel, xfetch
+from strategies.base import (
+    Background,
+    Deps,
+    Loader,
+    LockStoreDown,
+    LockWaitTimeout,
+    Outcome,
+    Probe,
+    Strategy,
+    StrategyError,
+    close_strategy,
+)
 from strategies.registry import InvalidStrategy, StrategySpec, from_mapping, names, parse
 
 __all__ = [
+    "Background",
     "Deps",
     "InvalidStrategy",
     "Loader",
+    "LockStoreDown",
     "LockWaitTimeout",
     "Outcome",
     "Probe",
     "Strategy",
     "StrategyError",
     "StrategySpec",
+    "close_strategy",
     "from_mapping",
+    "lease",
+    "local",
     "lock",
     "naive",
     "names",
     "parse",
+    "swr",
+    "twolevel",
+    "xfetch",
 ]

@@ -8,6 +8,7 @@ for the origin; it knows nothing of Celery, threads or Parquet. What it measures
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
@@ -36,6 +37,7 @@ class Probe:
     """
 
     __slots__ = (
+        "local_hit",
         "lock_wait_ns",
         "origin_calls",
         "origin_ns",
@@ -54,6 +56,7 @@ class Probe:
         self.pool_wait_ns = 0
         self.lock_wait_ns = 0
         self.stale_age_ns = 0
+        self.local_hit = 0
 
 
 class Loader(Protocol):
@@ -62,14 +65,32 @@ class Loader(Protocol):
     def load(self, key: str, probe: Probe) -> bytes: ...
 
 
+Job = Callable[[Probe], "Outcome"]
+
+
+class Background(Protocol):
+    """Runs work off the request path (swr's refresh) and records it as its own row.
+
+    Every origin call a job makes must land in a row, so the client count of origin calls
+    still equals PostgreSQL's own counter.
+    """
+
+    def submit(self, key: str, job: Job) -> None: ...
+
+
 @dataclass(frozen=True)
 class Deps:
-    """What every strategy is built with: explicit connections and the cache TTL."""
+    """What every strategy is built with: explicit connections and the cache TTL.
+
+    ``background`` is optional: without it, work a strategy would run in the background runs
+    inline in the request that triggered it (and is counted there).
+    """
 
     cache: redis.Redis
     locks: redis.Redis
     loader: Loader
     ttl_ms: int
+    background: Background | None = None
 
 
 class Strategy(Protocol):
@@ -92,3 +113,14 @@ class StrategyError(Exception):
 
 class LockWaitTimeout(StrategyError):
     """A waiter gave up: the value did not appear within the bounded wait."""
+
+
+class LockStoreDown(StrategyError):
+    """The lock store failed; under ``on_lock_error=closed`` the request fails with this type."""
+
+
+def close_strategy(strategy: object) -> None:
+    """Stop what a strategy runs on its own (two-level's invalidation listener), if anything."""
+    close = getattr(strategy, "close", None)
+    if callable(close):
+        close()

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import redis
+
+from strategies.base import LockStoreDown
 
 # Compare-and-delete in one server-side step, so a holder whose lock already expired cannot
 # delete the lock that another client took after it.
@@ -20,6 +24,15 @@ def lock_key(key: str) -> str:
     return f"lock:{key}"
 
 
+@contextmanager
+def lock_store() -> Iterator[None]:
+    """Turn any failure of the lock store into LockStoreDown, which the policy handles."""
+    try:
+        yield
+    except redis.RedisError as exc:
+        raise LockStoreDown(f"{type(exc).__name__}: {exc}") from exc
+
+
 class OwnedLock:
     """``SET NX PX`` with a random token; release by compare-and-delete."""
 
@@ -31,10 +44,12 @@ class OwnedLock:
     def try_acquire(self, name: str) -> bytes | None:
         """Return the owner token if this call took the lock, else None."""
         token = os.urandom(8).hex().encode()
-        if self._client.set(name, token, nx=True, px=self._ttl_ms):
-            return token
+        with lock_store():
+            if self._client.set(name, token, nx=True, px=self._ttl_ms):
+                return token
         return None
 
     def release(self, name: str, token: bytes) -> bool:
         """Delete the lock if ``token`` still owns it; False when it had expired or moved on."""
-        return bool(self._release(keys=[name], args=[token]))
+        with lock_store():
+            return bool(self._release(keys=[name], args=[token]))

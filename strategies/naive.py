@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from strategies.base import Deps, Outcome, Probe
+from strategies.params import CommonParams, Ttl
 from strategies.registry import register
 
 
 @register
 class Naive:
     name: ClassVar[str] = "naive"
+    Params = CommonParams
 
-    @dataclass(frozen=True)
-    class Params:
-        pass
-
-    def __init__(self, deps: Deps, params: Params) -> None:
+    def __init__(self, deps: Deps, params: CommonParams) -> None:
         self._deps = deps
+        self._ttl = Ttl(deps.ttl_ms, params.jitter)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         cache = self._deps.cache
         if cache.get(key) is not None:
             return Outcome.HIT
         value = self._deps.loader.load(key, probe)
-        cache.set(key, value, px=self._deps.ttl_ms)
+        cache.set(key, value, px=self._ttl.draw_ms())
         return Outcome.FILLED
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, TypeVar
@@ -99,6 +100,10 @@ def _convert(name: str, key: str, value: str, kind: Callable[[str], Any]) -> Any
         if value.lower() in ("0", "false", "no", "off"):
             return False
         raise InvalidStrategy(f"{name}: {key}={value!r} is not a boolean")
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        allowed = [str(m.value) for m in kind]
+        if value not in allowed:
+            raise InvalidStrategy(f"{name}: {key}={value!r} is not one of {'|'.join(allowed)}")
     try:
         return kind(value)
     except ValueError:

@@ -18,7 +18,7 @@ _INT64 = ("t_start_ns", "latency_ns", "origin_start_ns", "origin_ns", "pool_wait
 class Recorder:
     """Appends one request's measurements to typed arrays; strings are interned as codes."""
 
-    __slots__ = ("_errors", "client", "errors", "key_codes", "keys", "origin_calls",
+    __slots__ = ("_errors", "client", "errors", "key_codes", "keys", "local_hit", "origin_calls",
                  "outcome", "origin_called", "error_code", *_INT64)
 
     def __init__(self, client: int, keys: Sequence[str]) -> None:
@@ -34,6 +34,7 @@ class Recorder:
         self.key_codes = array("i")
         self.outcome = array("b")
         self.origin_called = array("b")
+        self.local_hit = array("b")
         self.error_code = array("i")
         self._errors: dict[str, int] = {}
         self.origin_calls = 0
@@ -49,6 +50,7 @@ class Recorder:
         self.latency_ns.append(latency_ns)
         self.outcome.append(outcome)
         self.origin_called.append(probe.origin_calls)
+        self.local_hit.append(probe.local_hit)
         self.origin_start_ns.append(probe.origin_start_ns)
         self.origin_ns.append(probe.origin_ns)
         self.pool_wait_ns.append(probe.pool_wait_ns)
@@ -81,6 +83,7 @@ class Recorder:
             "outcome": outcomes,
             "origin_called": pa.array(self.origin_called, pa.int8()),
             "error": errors,
+            "local_hit": pa.array(self.local_hit, pa.int8()),
             **{name: pa.array(getattr(self, name), pa.int64()) for name in _INT64},
         }
         return pa.RecordBatch.from_pydict(columns, schema=WIRE_SCHEMA)

@@ -14,10 +14,11 @@ import pyarrow as pa
 import redis
 
 from results import transport
-from strategies import Deps, Outcome, Probe, Strategy
+from strategies import Deps, Outcome, Probe, Strategy, close_strategy
+from strategies.background import BackgroundWorker
 from worker.origin import PooledOrigin, make_pool
 from worker.recorder import Recorder
-from worker.selfcheck import GeneratorMonitor
+from worker.selfcheck import GeneratorLoad, GeneratorMonitor
 from worker.settings import Services
 from worker.spec import TrialSpec
 
@@ -113,26 +114,22 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[s
     cache = redis_client(services.cache_url, spec.clients, spec.redis_max_connections)
     locks = redis_client(services.lock_url, spec.clients, spec.redis_max_connections)
     pool = make_pool(services.origin_dsn, spec.pool_size)
+    refreshes = Recorder(-(spec.worker_index + 1), spec.keys)
     try:
         floor = measure_floor_ns(cache)
-        deps = Deps(cache, locks, PooledOrigin(pool, spec.origin_span_s), spec.ttl_ms)
-        strategy = spec.strategy_spec().build(deps)
-        group = ClientGroup(spec, strategy)
-        monitor = GeneratorMonitor()
+        background = BackgroundWorker(_record_into(refreshes, spec.keys))
         try:
-            late_ns = _release_at(spec, group)
-            monitor.start()
-            _report_until_done(spec, group, progress)
-        except BaseException:
-            group.abort()
-            raise
+            deps = Deps(cache, locks, PooledOrigin(pool, spec.origin_span_s), spec.ttl_ms,
+                        background)
+            group, late_ns, load = _run_clients(spec, spec.strategy_spec().build(deps), progress)
         finally:
-            load = monitor.stop()
+            background.close()
     finally:
         pool.close()
         cache.close()
         locks.close()
-    batch = pa.Table.from_batches([r.to_batch() for r in group.recorders]).combine_chunks()
+    batches = [r.to_batch() for r in group.recorders] + [refreshes.to_batch(op="refresh")]
+    batch = pa.Table.from_batches(batches).combine_chunks()
     return {
         "worker": f"{socket.gethostname()}:{os.getpid()}",
         "worker_index": spec.worker_index,
@@ -143,6 +140,37 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[s
         "floor_median_ns": int(statistics.median(floor)),
         **load.to_json(),
     }
+
+
+def _run_clients(spec: TrialSpec, strategy: Strategy,
+                 progress: Progress) -> tuple[ClientGroup, int, GeneratorLoad]:
+    """Release the clients at the start instant and follow them to the end."""
+    monitor = GeneratorMonitor()
+    try:
+        group = ClientGroup(spec, strategy)
+        try:
+            late_ns = _release_at(spec, group)
+            monitor.start()
+            _report_until_done(spec, group, progress)
+        except BaseException:
+            group.abort()
+            raise
+        finally:
+            load = monitor.stop()
+    finally:
+        close_strategy(strategy)
+    return group, late_ns, load
+
+
+def _record_into(recorder: Recorder, keys: Sequence[str]) -> Callable[..., None]:
+    """Background jobs (swr's refresh) become ``refresh`` rows of one extra recorder."""
+    codes = {key: i for i, key in enumerate(keys)}
+
+    def record(key: str, t_start_ns: int, latency_ns: int, outcome: Outcome, probe: Probe,
+               error: str | None) -> None:
+        recorder.add(codes[key], t_start_ns, latency_ns, outcome, probe, error)
+
+    return record
 
 
 def _release_at(spec: TrialSpec, group: ClientGroup) -> int:

@@ -1,0 +1,84 @@
+"""Parameters every strategy shares, handled once: TTL jitter, waiting, lock-store policy.
+
+A strategy's ``Params`` subclasses one of these dataclasses, so ``jitter=0.2`` or
+``on_lock_error=closed`` means the same thing everywhere and is recorded with the trial.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from dataclasses import dataclass
+
+
+class Wake(enum.StrEnum):
+    """How a waiter learns that the value is back."""
+
+    POLL = "poll"  # sleep poll_ms, re-read; costs commands while waiting
+    NOTIFY = "notify"  # block on a wake list the filler pushes to (BLPOP); no polling
+
+
+class LockErrorPolicy(enum.StrEnum):
+    """What a request does when the lock store fails."""
+
+    OPEN = "open"  # go to the origin without the lock (the herd comes back, requests succeed)
+    CLOSED = "closed"  # fail the request (an error row of type LockStoreDown)
+
+
+@dataclass(frozen=True)
+class CommonParams:
+    """Parameters of every strategy."""
+
+    jitter: float = 0.0  # each TTL drawn uniformly from ttl * (1 +- jitter)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.jitter < 1.0:
+            raise ValueError("jitter must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class WaitParams(CommonParams):
+    """Parameters of a strategy whose clients can wait for another client's fill."""
+
+    wake: Wake = Wake.POLL
+    poll_ms: float = 5.0
+    max_wait_ms: float = 1000.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.poll_ms <= 0:
+            raise ValueError("poll_ms must be > 0")
+        if self.max_wait_ms < self.poll_ms:
+            raise ValueError("max_wait_ms must be >= poll_ms")
+
+
+@dataclass(frozen=True)
+class LockParams(WaitParams):
+    """Parameters of a strategy that fills under the distributed lock."""
+
+    lock_ttl_ms: int = 1000
+    on_lock_error: LockErrorPolicy = LockErrorPolicy.OPEN
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lock_ttl_ms <= 0:
+            raise ValueError("lock_ttl_ms must be > 0")
+
+
+class Ttl:
+    """The TTL a write uses: the trial's TTL, spread by ``jitter``."""
+
+    __slots__ = ("_base_ms", "_jitter")
+
+    def __init__(self, base_ms: int, jitter: float) -> None:
+        self._base_ms = base_ms
+        self._jitter = jitter
+
+    @property
+    def base_ms(self) -> int:
+        return self._base_ms
+
+    def draw_ms(self) -> int:
+        if not self._jitter:
+            return self._base_ms
+        return max(1, round(self._base_ms * (1.0 + self._jitter * random.uniform(-1.0, 1.0))))

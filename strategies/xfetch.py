@@ -1,0 +1,159 @@
+"""XFetch: probabilistic early recomputation (Vattani, Chierichetti, Lowenstein, VLDB 2015).
+
+Each reader recomputes early when ``now - delta * beta * ln(rand) >= expiry`` with rand in
+(0, 1]: since ln(rand) <= 0 the left side is at or after now, so the chance grows as expiry
+nears, as ``exp(-left / (beta * delta))``. Experiment 000 had the sign reversed, so the window
+never opened; ``should_recompute`` is a pure function so tests can check it over many draws.
+``xfetch-lock`` does the early recompute under the lock: a reader that loses the race serves
+the current (still fresh) value.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import random
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+from strategies import envelope
+from strategies.base import Deps, LockStoreDown, Outcome, Probe
+from strategies.flight import SingleFlight
+from strategies.lock import prime_under_lock
+from strategies.locking import lock_key
+from strategies.params import CommonParams, LockErrorPolicy, LockParams, Ttl
+from strategies.registry import register
+
+
+def should_recompute(now_s: float, expiry_s: float, delta_s: float, beta: float,
+                     rand: float) -> bool:
+    """The XFetch test; ``rand`` must be in (0, 1]."""
+    return now_s - delta_s * beta * math.log(rand) >= expiry_s
+
+
+def draw() -> float:
+    """Uniform in (0, 1]: ``random()`` is in [0, 1), and ln(0) is undefined."""
+    return 1.0 - random.random()
+
+
+class DeltaMode(enum.StrEnum):
+    """What delta measures."""
+
+    ORIGIN = "origin"  # the origin query alone
+    REFILL = "refill"  # the whole refill as the client sees it: pool wait, scheduling, query
+
+
+def _check_beta(beta: float) -> None:
+    if not beta > 0:
+        raise ValueError("beta must be > 0")
+
+
+@dataclass(frozen=True)
+class XFetchParams(CommonParams):
+    beta: float = 1.0
+    delta: DeltaMode = DeltaMode.REFILL
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_beta(self.beta)
+
+
+@dataclass(frozen=True)
+class XFetchLockParams(LockParams):
+    beta: float = 1.0
+    delta: DeltaMode = DeltaMode.REFILL
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_beta(self.beta)
+
+
+@register
+class XFetch:
+    """Early recompute without a lock: at full expiry every reader misses (like naive)."""
+
+    name: ClassVar[str] = "xfetch"
+    Params: ClassVar[type[XFetchParams | XFetchLockParams]] = XFetchParams
+
+    def __init__(self, deps: Deps, params: XFetchParams | XFetchLockParams) -> None:
+        self._deps = deps
+        self._ttl = Ttl(deps.ttl_ms, params.jitter)
+        self._beta = params.beta
+        self._origin_only = params.delta is DeltaMode.ORIGIN
+
+    def fetch(self, key: str, probe: Probe) -> Outcome:
+        raw = self._deps.cache.get(key)
+        if raw is None:
+            return self.miss(key, probe)
+        value = envelope.unpack(raw)
+        if should_recompute(time.time(), value.expiry_us / 1e6, value.delta_s, self._beta, draw()):
+            return self.early(key, probe, value)
+        return Outcome.HIT
+
+    def miss(self, key: str, probe: Probe) -> Outcome:
+        self.fill(key, probe)
+        return Outcome.FILLED
+
+    def early(self, key: str, probe: Probe, current: envelope.Envelope) -> Outcome:
+        self.fill(key, probe)
+        return Outcome.FILLED
+
+    def fill(self, key: str, probe: Probe) -> None:
+        """Recompute, measure delta, write the value with its expiry and delta."""
+        started, origin_before = time.perf_counter_ns(), probe.origin_ns
+        payload = self._deps.loader.load(key, probe)
+        delta_ns = (probe.origin_ns - origin_before if self._origin_only
+                    else time.perf_counter_ns() - started)
+        ttl_ms = self._ttl.draw_ms()
+        packed = envelope.pack(payload, envelope.now_us() + ttl_ms * 1000, delta_ns / 1e9)
+        self._deps.cache.set(key, packed, px=ttl_ms)
+
+    def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
+        """Store ``value`` with a delta measured by one real recompute, so the first expiry
+        event already has a true delta (the priming load is outside every trial's counts)."""
+        probe = Probe()
+        started = time.perf_counter_ns()
+        self._deps.loader.load(key, probe)
+        delta_ns = probe.origin_ns if self._origin_only else time.perf_counter_ns() - started
+        packed = envelope.pack(value, expire_at_ms * 1000, delta_ns / 1e9)
+        self._deps.cache.set(key, packed, pxat=expire_at_ms)
+
+
+@register
+class XFetchLock(XFetch):
+    """XFetch with the recompute (early or at expiry) under the lock."""
+
+    name: ClassVar[str] = "xfetch-lock"
+    Params = XFetchLockParams
+
+    def __init__(self, deps: Deps, params: XFetchLockParams) -> None:
+        super().__init__(deps, params)
+        self.flight = SingleFlight(deps, params, double_check=True)
+        self._open = params.on_lock_error is LockErrorPolicy.OPEN
+
+    def miss(self, key: str, probe: Probe) -> Outcome:
+        return self.flight.run(key, probe, lambda: self._deps.cache.get(key) is not None,
+                               lambda p: self.fill(key, p))
+
+    def early(self, key: str, probe: Probe, current: envelope.Envelope) -> Outcome:
+        try:
+            token = self.flight.lock.try_acquire(lock_key(key))
+        except LockStoreDown:
+            if not self._open:
+                raise
+            return super().early(key, probe, current)
+        if token is None:
+            return Outcome.HIT  # another reader recomputes; this one serves the fresh value
+        outcome = self.flight.fill_locked(key, token, probe, lambda: self._renewed(key, current),
+                                          lambda p: self.fill(key, p))
+        return Outcome.HIT if outcome is Outcome.WAITED else outcome  # renewed meanwhile
+
+    def _renewed(self, key: str, current: envelope.Envelope) -> bool:
+        """Has someone recomputed since this reader looked? (double check for early refresh)"""
+        raw = self._deps.cache.get(key)
+        return raw is not None and envelope.unpack(raw).expiry_us != current.expiry_us
+
+    def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
+        prime_under_lock(self.flight, key, lambda: super(XFetchLock, self).prime(
+            key, value, expire_at_ms))

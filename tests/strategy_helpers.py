@@ -1,0 +1,86 @@
+"""Test helpers for strategies against real Redis: a loader that costs time, a herd release."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from strategies import Outcome, Probe
+
+
+class SleepLoader:
+    """Simulates the origin's cost (the thing under test is the cache logic on real Redis)."""
+
+    def __init__(self, sleep_s: float = 0.02) -> None:
+        self.sleep_s = sleep_s
+        self.calls = 0
+        self._mutex = threading.Lock()
+
+    def load(self, key: str, probe: Probe) -> bytes:
+        started = time.perf_counter_ns()
+        probe.origin_start_ns = time.time_ns()
+        time.sleep(self.sleep_s)
+        with self._mutex:
+            self.calls += 1
+            n = self.calls
+        probe.origin_ns += time.perf_counter_ns() - started
+        probe.origin_calls += 1
+        return f"{key}:{n}".encode()
+
+
+def herd(fetch: Callable[[Probe], Outcome], threads: int = 50) -> list[tuple[Outcome, Probe]]:
+    """Release ``threads`` fetches together; return each outcome with its probe."""
+    barrier = threading.Barrier(threads)
+    results: list[tuple[Outcome, Probe]] = []
+    errors: list[BaseException] = []
+    mutex = threading.Lock()
+
+    def one() -> None:
+        probe = Probe()
+        barrier.wait()
+        try:
+            outcome = fetch(probe)
+        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+            with mutex:
+                errors.append(exc)
+            return
+        with mutex:
+            results.append((outcome, probe))
+
+    workers = [threading.Thread(target=one) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(30)
+    assert not errors, errors[:3]
+    assert len(results) == threads
+    return results
+
+
+def two_level_reader(url: str, key: str, out: Any) -> None:
+    """Child process: cache ``key`` locally, then report when an invalidation drops it."""
+    import redis
+
+    from strategies import Deps
+    from strategies.twolevel import TwoLevel, TwoLevelParams
+
+    cache = redis.Redis.from_url(url)
+    strategy = TwoLevel(Deps(cache, cache, SleepLoader(0.001), 60_000),
+                        TwoLevelParams(local_ttl_ms=60_000))
+    try:
+        strategy.fetch(key, Probe())
+        probe = Probe()
+        strategy.fetch(key, probe)
+        out.put(("ready", probe.local_hit))
+        deadline = time.time() + 10
+        while key in strategy.local and time.time() < deadline:
+            time.sleep(0.001)
+        dropped_at = None if key in strategy.local else time.time()
+        probe = Probe()
+        strategy.fetch(key, probe)
+        out.put(("dropped", dropped_at, probe.local_hit, strategy.local[key][1]))
+    finally:
+        strategy.close()
+        cache.close()
