@@ -15,9 +15,9 @@ from typing import Any
 import click
 import pytest
 import yaml
-from kustomize_lite import load_docs, render
 
 from coordinator.cli import cli
+from tests.kustomize_lite import load_docs, render
 from worker.settings import ENV
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,12 +20,12 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
-from netns_lab import Lab, netns_available
 
 from coordinator.stack.celery_workers import worker_argv
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis
+from tests.netns_lab import Lab, netns_available
 from worker.settings import Services
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,10 +16,11 @@ from worker.spec import TrialSpec
 from worker.trial import run_trial
 
 
-def spec(clients: int, seconds: float, strategy: str = "lock") -> TrialSpec:
+def spec(clients: int, seconds: float, strategy: str = "lock",
+         params: dict[str, object] | None = None) -> TrialSpec:
     start = time.time_ns() + 300_000_000
     return TrialSpec(
-        run_id="t", trial=1, repeat=1, strategy=strategy, params={}, worker_index=0,
+        run_id="t", trial=1, repeat=1, strategy=strategy, params=params or {}, worker_index=0,
         client_base=0, clients=clients, keys=["orders:0"], ttl_ms=200, start_ns=start,
         end_ns=start + int(seconds * 1e9), clock_offset_ns=0, pool_size=2,
         origin_span_s=86400.0, progress_interval_s=0.1,
@@ -52,11 +53,13 @@ def test_clients_start_together_and_every_request_is_a_row(services: Services) -
 
 
 def test_failures_become_error_rows_with_their_type(services: Services) -> None:
-    # The cache answers, the lock store does not: every miss fails when it asks for the lock.
+    # The cache answers, the lock store does not: with the fail-closed policy every miss fails
+    # when it asks for the lock.
     broken = Services(services.cache_url, "redis://127.0.0.1:1/0", services.broker_url,
                       services.origin_dsn)
-    result = run_trial(spec(clients=2, seconds=0.3, strategy="lock"), broken, lambda _: None)
+    trial = spec(clients=2, seconds=0.3, strategy="lock", params={"on_lock_error": "closed"})
+    result = run_trial(trial, broken, lambda _: None)
     rows = transport.decode(result["rows"])
     assert rows.num_rows > 0
     assert set(rows["outcome"].to_pylist()) == {"error"}
-    assert all(e.startswith("ConnectionError") for e in rows["error"].to_pylist())
+    assert all(e.startswith("LockStoreDown") for e in rows["error"].to_pylist())
