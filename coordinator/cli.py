@@ -12,8 +12,8 @@ import click
 
 from coordinator import defaults
 from coordinator.launch import RunFailed, launch
-from coordinator.options import service_options, strategy_list
-from results import store, table
+from coordinator.options import fault_list, service_options, strategy_list
+from results import fault_table, store, table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -48,6 +48,11 @@ def cli() -> None:
 @click.option("--seed/--no-seed", default=None,
               help="Seed and calibrate the origin [default: only on the embedded stack].")
 @service_options
+@click.option("--fault", "faults", multiple=True, callback=fault_list,
+              metavar="TARGET:ACTION@SECONDS[+DURATION]",
+              help="Inject a fault in every trial (repeatable; embedded stack only), e.g. "
+                   "lock-store:kill@5, lock-store:pause@4+2, cache:kill@3, origin:lock@3+2, "
+                   "origin:exhaust@3+2, worker:kill@3, broker:restart@SECONDS>=--seconds.")
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""
@@ -64,6 +69,8 @@ def report_command(run_dir: Path) -> None:
     click.echo(table.render(trials))
     for note in table.notes(trials):
         click.echo(f"note: {note}")
+    if any(t.get("fault") for t in trials):
+        click.echo("\n" + fault_table.render(trials))
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -66,22 +66,42 @@ def send_trial(app: Celery, assignments: Sequence[tuple[str, dict[str, Any]]]) -
     ]
 
 
+@dataclass
+class Gathered:
+    """The results that arrived (None where a worker gave none) and why each missing one is."""
+
+    results: list[dict[str, Any] | None]
+    missing: dict[str, str]
+
+
 def follow(tasks: Sequence[Dispatched], deadline: float, interval_s: float,
-           on_progress: Callable[[dict[str, int]], None]) -> list[dict[str, Any]]:
-    """Poll progress until every task is done; return their results in order."""
-    while not all(t.result.ready() for t in tasks):
-        if time.monotonic() > deadline:
-            pending = [t.worker for t in tasks if not t.result.ready()]
-            raise DispatchError(f"no result from {', '.join(pending)} in time")
+           on_progress: Callable[[dict[str, int]], None],
+           lost: Callable[[], set[str]] = set) -> Gathered:
+    """Poll progress until every task is done, or given up: a worker in ``lost()`` (a fault
+    killed it) at once, any other at ``deadline``. Fails only when no result arrived at all."""
+    while True:
+        gone = lost()
+        waiting = [t for t in tasks if not t.result.ready() and t.worker not in gone]
+        if not waiting or time.monotonic() > deadline:
+            break
         on_progress(_sum_progress(tasks))
         time.sleep(interval_s)
-    results = []
+    gathered = Gathered([], {})
     for t in tasks:
-        if t.result.failed():
-            raise DispatchError(f"trial task failed on {t.worker}: {t.result.result!r}")
-        results.append(t.result.get(timeout=5))
-        t.result.forget()
-    return results
+        if not t.result.ready():
+            why = "killed by a fault" if t.worker in lost() else "no result before the deadline"
+            gathered.missing[t.worker] = why
+            gathered.results.append(None)
+        elif t.result.failed():
+            gathered.missing[t.worker] = f"trial task failed: {t.result.result!r}"[:300]
+            gathered.results.append(None)
+        else:
+            gathered.results.append(t.result.get(timeout=5))
+            t.result.forget()
+    if not any(gathered.results):
+        raise DispatchError("no worker returned its trial: " + "; ".join(
+            f"{w}: {why}" for w, why in gathered.missing.items()))
+    return gathered
 
 
 def _sum_progress(tasks: Sequence[Dispatched]) -> dict[str, int]:

@@ -32,12 +32,27 @@ class ManagedProcess:
         self.name = name
         self.log_path = log_path
         self._stop_signal = stop_signal
-        with open(log_path, "ab") as log:
-            self.popen = subprocess.Popen(
-                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, user=user, group=user,
-                extra_groups=[] if user else None,
+        self._argv, self._env, self._user = list(argv), env, user
+        self.popen = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with open(self.log_path, "ab") as log:
+            return subprocess.Popen(
+                self._argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self._env, start_new_session=True, user=self._user, group=self._user,
+                extra_groups=[] if self._user else None,
             )
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the process (fault injection); a process already gone is ignored."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def restart(self) -> None:
+        """Start the same command again (same port, same log); the old process must be gone."""
+        self.stop(timeout_s=5.0)
+        self.popen = self._spawn()
 
     @property
     def pid(self) -> int:
@@ -64,6 +79,7 @@ class ManagedProcess:
         if not self.alive():
             return
         with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGCONT)  # a paused process cannot act on its stop signal
             os.kill(self.pid, self._stop_signal)
         try:
             self.popen.wait(timeout_s)

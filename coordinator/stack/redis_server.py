@@ -48,8 +48,17 @@ def start_redis(name: str, workdir: Path) -> tuple[ManagedProcess, str]:
     return proc, url
 
 
+def redis_answers(url: str) -> bool:
+    """One PING with short timeouts: True when the server at ``url`` answers."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        return _answers(client)
+    finally:
+        client.close()
+
+
 def _answers(client: redis.Redis) -> bool:
     try:
         return bool(client.ping())
-    except redis.ConnectionError:
+    except (redis.ConnectionError, redis.TimeoutError):
         return False
