@@ -7,6 +7,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import kombu.pools
+import redis
 from celery import Celery
 from celery.result import AsyncResult
 from celery.utils import worker_direct
@@ -24,7 +26,13 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
     deadline = time.monotonic() + timeout_s
     seen: set[str] = set()
     while time.monotonic() < deadline:
-        replies = app.control.ping(timeout=0.5) or []
+        try:
+            replies = app.control.ping(timeout=0.5) or []
+        except (redis.ConnectionError, OSError) as exc:  # the broker is restarting: ask again
+            reset_connections(app)
+            say(f"waiting for the broker: {type(exc).__name__}")
+            time.sleep(0.5)
+            continue
         seen = {name for reply in replies for name in reply}
         if len(seen) >= count:
             return sorted(seen)[:count]
@@ -34,6 +42,15 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
         f"only {len(seen)} of {count} workers answered within {timeout_s:g} s"
         + (f" ({', '.join(sorted(seen))})" if seen else "")
     )
+
+
+def reset_connections(app: Celery) -> None:
+    """Drop every pooled broker connection (the broker restarted); new ones open on demand.
+
+    The same reset Celery does after a fork: close the pools and let them be rebuilt.
+    """
+    kombu.pools.reset()  # closes and forgets the process-wide connection pools
+    app._after_fork()
 
 
 def clock_offsets(app: Celery, workers: Sequence[str], rounds: int = 5) -> dict[str, dict[str, int]]:

@@ -24,6 +24,8 @@ from coordinator.stack import EmbeddedStack
 from coordinator.stack.processes import ManagedProcess
 from results.fault_stats import FAULT_FIELDS, under_fault
 
+APPLY_TIMEOUT_S = 15.0  # bound on waiting for a fault that is being applied
+
 
 @dataclass(frozen=True)
 class Applied:
@@ -102,6 +104,8 @@ class Injector(TrialHooks):
         """Cancel what has not fired, lift what still holds, and say what happened."""
         for timer in self._timers:
             timer.cancel()
+        for timer in self._timers:
+            timer.join(APPLY_TIMEOUT_S)  # one already applying a fault finishes first
         self._timers.clear()
         for fault in list(self._lifts):
             self._lift(fault)

@@ -1,4 +1,4 @@
-"""Origin faults on a real PostgreSQL: a blocking table lock, or every connection slot taken.
+"""Origin faults on a real PostgreSQL: a blocking table lock, or pools run dry.
 
 Each returns an ``OriginHold`` whose ``release`` lifts the fault; the injector calls it after the
 fault's duration or at the trial's end, so no origin wait outlasts the trial.
@@ -9,13 +9,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from worker.origin import WORKER_APP
-
-MAX_HOLD_CONNECTIONS = 1000  # bound on the connections exhaust_origin opens
 
 
 @dataclass(frozen=True)
@@ -38,31 +37,28 @@ def lock_orders(dsn: str) -> OriginHold:
 
 
 def exhaust_origin(dsn: str) -> OriginHold:
-    """Take every free connection slot, then drop the workers' pooled connections.
+    """Run the workers' origin pools dry: drop their connections and refuse new ones.
 
-    The workers' pools lose their connections and cannot open new ones: requests wait for a
-    pool connection and fail with PoolTimeout, as when a real pool is exhausted.
+    ``ALLOW_CONNECTIONS false`` on the database (superusers included), then every worker
+    backend is terminated: pooled connections fail, the pools cannot reconnect, and requests
+    wait for a pool connection until PoolTimeout, as when a real pool is exhausted. The one
+    connection held here lets connections in again on release.
     """
-    held: list[psycopg.Connection[Any]] = []
+    database = str(conninfo_to_dict(dsn).get("dbname") or "postgres")
+    # A database cannot refuse connections to itself from inside: act from template1.
+    conn = psycopg.connect(make_conninfo(dsn, dbname="template1"), connect_timeout=5,
+                           autocommit=True, application_name="stampede-fault")
+    conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(
+        sql.Identifier(database)))
+    row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                       " WHERE application_name = %s", (WORKER_APP,)).fetchone()
 
     def release() -> None:
-        for conn in held:
+        try:
+            conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(
+                sql.Identifier(database)))
+        finally:
             conn.close()
 
-    try:
-        while len(held) < MAX_HOLD_CONNECTIONS:
-            held.append(psycopg.connect(dsn, connect_timeout=5, autocommit=True,
-                                        application_name="stampede-fault"))
-    except psycopg.OperationalError:
-        pass  # no slot left: that is the point
-    dropped = 0
-    if held:
-        row = held[-1].execute(
-            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-            " WHERE application_name = %s", (WORKER_APP,)).fetchone()
-        dropped = int(row[0]) if row else 0
-    else:
-        release()
-        raise RuntimeError("no connection slot was free to hold")
-    return OriginHold(f"holding {len(held)} connections, dropped {dropped} worker connections",
-                      release)
+    return OriginHold(f"refusing connections to {database}, dropped "
+                      f"{int(row[0]) if row else 0} worker connections", release)

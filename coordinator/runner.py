@@ -95,6 +95,8 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
 def _recover(config: LaunchConfig, app: Celery, hooks: TrialHooks, console: Console) -> None:
     """Between trials: restart what a fault killed, then wait (bounded) for every worker."""
     restarted = hooks.between_trials()
+    if "broker" in restarted:
+        dispatch.reset_connections(app)  # every pooled broker connection died with the old server
     if restarted:
         dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s, console.progress)
         console.say(f"recovered: restarted {', '.join(restarted) or 'the broker'}; "

@@ -29,14 +29,21 @@ def find_server() -> str:
     )
 
 
-def start_redis(name: str, workdir: Path) -> tuple[ManagedProcess, str]:
-    """Start one in-memory server on a free loopback port; return it and its URL."""
+def start_redis(name: str, workdir: Path,
+                password: str | None = None) -> tuple[ManagedProcess, str]:
+    """Start one in-memory server on a free loopback port; return it and its URL.
+
+    ``password``: the server requires it (``--requirepass``) and the URL carries it.
+    """
     port = free_port()
     argv = [find_server(), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
             "--appendonly", "no", "--dir", str(workdir), "--maxclients", "10000",
             "--protected-mode", "no"]
+    if password:
+        argv += ["--requirepass", password]
     proc = ManagedProcess(name, argv, workdir / f"{name}.log")
-    url = f"redis://127.0.0.1:{port}/0"
+    auth = f":{password}@" if password else ""
+    url = f"redis://{auth}127.0.0.1:{port}/0"
     client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
     try:
         proc.wait_until(lambda: _answers(client), 10, "answering PING")
