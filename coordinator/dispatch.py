@@ -49,7 +49,7 @@ def reset_connections(app: Celery) -> None:
 
     The same reset Celery does after a fork: close the pools and let them be rebuilt.
     """
-    kombu.pools.reset()  # closes and forgets the process-wide connection pools
+    kombu.pools.reset()  # type: ignore[no-untyped-call]  # closes and forgets the process-wide connection pools
     app._after_fork()
 
 
