@@ -62,6 +62,7 @@ class TrialRunner:
                 lost=self.hooks.lost,
             )
         finally:
+            dispatch.release(tasks)
             report = self.hooks.disarm(plan)
         db_calls = dataset.origin_db_calls(self.services.origin_dsn) - db_before
         present = [(w, r) for w, r in zip(self.workers, gathered.results, strict=True) if r]

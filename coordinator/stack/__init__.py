@@ -98,6 +98,8 @@ class EmbeddedStack:
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stop every process, newest first; remove the work area unless asked to keep it."""
+        for proc in reversed(self.processes):  # all asked at once: Ctrl-C stops in seconds
+            proc.request_stop()
         for proc in reversed(self.processes):
             proc.stop()
         self.processes.clear()
