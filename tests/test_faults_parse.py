@@ -40,7 +40,7 @@ def test_parse_accepts(spec: str, expected: Fault) -> None:
     ("lock-store:pause@1+x", "'x' is not a number"),
 ])
 def test_parse_rejects(spec: str, says: str) -> None:
-    with pytest.raises(FaultError, match=None) as info:
+    with pytest.raises(FaultError) as info:
         faults.parse(spec)
     assert says in str(info.value)
 
