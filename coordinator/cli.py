@@ -13,8 +13,8 @@ import click
 
 from coordinator import defaults
 from coordinator.launch import RunFailed, launch
-from coordinator.options import service_options, strategy_list
-from results import compare, report, store, table
+from coordinator.options import fault_list, service_options, strategy_list
+from results import compare, fault_table, report, store, table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -54,6 +54,11 @@ def cli() -> None:
                    f"{defaults.Timing().worker_wait_s:g}].")
 @click.option("--force-clock", is_flag=True,
               help="Run even if worker clock offsets are too uncertain for the TTL (above 5%).")
+@click.option("--fault", "faults", multiple=True, callback=fault_list,
+              metavar="TARGET:ACTION@SECONDS[+DURATION]",
+              help="Inject a fault in every trial (repeatable; embedded stack only), e.g. "
+                   "lock-store:kill@5, lock-store:pause@4+2, cache:kill@3, origin:lock@3+2, "
+                   "origin:exhaust@3+2, worker:kill@3, broker:restart@SECONDS>=--seconds.")
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""
@@ -75,6 +80,8 @@ def report_command(run_dir: Path) -> None:
     click.echo(table.render(trials))
     for note in table.notes(trials):
         click.echo(f"note: {note}")
+    if any(t.get("fault") for t in trials):
+        click.echo("\n" + fault_table.render(trials))
     written = report.write_report(run_dir)
     click.echo(f"report: {written.html}  plots: {', '.join(p.name for p in written.pngs)}")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from coordinator import defaults
 from coordinator.defaults import Timing
+from coordinator.faults import Fault
 from coordinator.plan import Schedule
 from strategies import StrategySpec
 from worker.settings import Services
@@ -29,6 +30,7 @@ class LaunchConfig:
     force_clock: bool = False  # run even when clock offsets are too uncertain for the TTL
     keys: tuple[str, ...] = (defaults.HOT_KEY,)
     timing: Timing = field(default_factory=Timing)
+    faults: tuple[Fault, ...] = ()  # --fault: injected in every trial (embedded stack only)
 
     @property
     def embedded(self) -> bool:

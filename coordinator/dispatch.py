@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import kombu.pools
+import redis
 from celery import Celery
 from celery.result import AsyncResult
 from celery.utils import worker_direct
@@ -24,7 +27,13 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
     deadline = time.monotonic() + timeout_s
     seen: set[str] = set()
     while time.monotonic() < deadline:
-        replies = app.control.ping(timeout=0.5) or []
+        try:
+            replies = app.control.ping(timeout=0.5) or []
+        except (redis.ConnectionError, OSError) as exc:  # the broker is restarting: ask again
+            reset_connections(app)
+            say(f"waiting for the broker: {type(exc).__name__}")
+            time.sleep(0.5)
+            continue
         seen = {name for reply in replies for name in reply}
         if len(seen) >= count:
             return sorted(seen)[:count]
@@ -34,6 +43,15 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
         f"only {len(seen)} of {count} workers answered within {timeout_s:g} s"
         + (f" ({', '.join(sorted(seen))})" if seen else "")
     )
+
+
+def reset_connections(app: Celery) -> None:
+    """Drop every pooled broker connection (the broker restarted); new ones open on demand.
+
+    The same reset Celery does after a fork: close the pools and let them be rebuilt.
+    """
+    kombu.pools.reset()  # type: ignore[no-untyped-call]  # closes and forgets the process-wide connection pools
+    app._after_fork()
 
 
 @dataclass
@@ -49,22 +67,55 @@ def send_trial(app: Celery, assignments: Sequence[tuple[str, dict[str, Any]]]) -
     ]
 
 
+@dataclass
+class Gathered:
+    """The results that arrived (None where a worker gave none) and why each missing one is."""
+
+    results: list[dict[str, Any] | None]
+    missing: dict[str, str]
+
+
 def follow(tasks: Sequence[Dispatched], deadline: float, interval_s: float,
-           on_progress: Callable[[dict[str, int]], None]) -> list[dict[str, Any]]:
-    """Poll progress until every task is done; return their results in order."""
-    while not all(t.result.ready() for t in tasks):
-        if time.monotonic() > deadline:
-            pending = [t.worker for t in tasks if not t.result.ready()]
-            raise DispatchError(f"no result from {', '.join(pending)} in time")
+           on_progress: Callable[[dict[str, int]], None],
+           lost: Callable[[], set[str]] = set) -> Gathered:
+    """Poll progress until every task is done, or given up: a worker in ``lost()`` (a fault
+    killed it) at once, any other at ``deadline``. Fails only when no result arrived at all."""
+    while True:
+        gone = lost()
+        waiting = [t for t in tasks if not t.result.ready() and t.worker not in gone]
+        if not waiting or time.monotonic() > deadline:
+            break
         on_progress(_sum_progress(tasks))
         time.sleep(interval_s)
-    results = []
+    gathered = Gathered([], {})
     for t in tasks:
-        if t.result.failed():
-            raise DispatchError(f"trial task failed on {t.worker}: {t.result.result!r}")
-        results.append(t.result.get(timeout=5))
-        t.result.forget()
-    return results
+        if not t.result.ready():
+            why = "killed by a fault" if t.worker in lost() else "no result before the deadline"
+            gathered.missing[t.worker] = why
+            gathered.results.append(None)
+        elif t.result.failed():
+            gathered.missing[t.worker] = f"trial task failed: {t.result.result!r}"[:300]
+            gathered.results.append(None)
+        else:
+            gathered.results.append(t.result.get(timeout=5))
+            t.result.forget()
+    if not any(gathered.results):
+        raise DispatchError("no worker returned its trial: " + "; ".join(
+            f"{w}: {why}" for w, why in gathered.missing.items()))
+    return gathered
+
+
+def release(tasks: Sequence[Dispatched]) -> None:
+    """Unsubscribe from the tasks' results now, while the broker is up.
+
+    An AsyncResult unsubscribes when it is garbage-collected; after a Ctrl-C that is at
+    interpreter exit, when the embedded broker is gone, and its reconnect loop delayed the
+    exit by about 20 s.
+    """
+    for t in tasks:
+        with contextlib.suppress(redis.RedisError, OSError, RuntimeError):
+            t.result.backend.remove_pending_result(t.result)
+        t.result.backend = None
 
 
 def _sum_progress(tasks: Sequence[Dispatched]) -> dict[str, int]:

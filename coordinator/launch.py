@@ -13,16 +13,19 @@ import psycopg
 import redis
 from celery.exceptions import CeleryError
 
+from coordinator import faults
 from coordinator.clock import ClockError
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.dataset import OriginNotReady
 from coordinator.defaults import Timing
 from coordinator.dispatch import DispatchError
+from coordinator.inject import Injector
 from coordinator.plan import PlanError
+from coordinator.probe import Unreachable, probe
 from coordinator.runner import run_experiment
 from coordinator.stack import EmbeddedStack, StackError
-from results import store, table
+from results import fault_table, store, table
 from worker.app import make_app
 from worker.settings import ENV, Services
 
@@ -70,11 +73,21 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         services=services, scale=options["scale"], pool_size=options["pool_size"],
         origin_target_ms=options["origin_target_ms"], seed=seed,
         **remote_options(options),
+        faults=tuple(options.get("faults") or ()),
     )
+    if config.faults and services is not None:
+        raise click.BadParameter(
+            f"{faults.label(config.faults)}: faults act on the embedded stack's own processes; "
+            "not allowed with remote services (drop --fault or the service URLs)",
+            param_hint="--fault")
     try:
         config.schedule().check()
     except PlanError as exc:
         raise click.UsageError(str(exc)) from None
+    try:
+        faults.check(config.faults, config.seconds)
+    except faults.FaultError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fault") from None
     return config
 
 
@@ -87,8 +100,19 @@ def open_run_dir(out: Path) -> store.RunWriter:
         raise click.BadParameter(f"cannot create {out}: {exc.strerror}", param_hint="--out") from None
 
 
+def check_reachable(services: Services | None) -> None:
+    """Remote services must answer before anything starts (bad input, exit 2, within seconds)."""
+    if services is None:
+        return
+    try:
+        probe(services)
+    except Unreachable as exc:
+        raise click.BadParameter(str(exc), param_hint=exc.option) from None
+
+
 def launch(options: dict[str, Any]) -> None:
     config = config_from(options)
+    check_reachable(config.services)
     console = Console(quiet=bool(options.get("quiet")))
     writer = open_run_dir(config.out)
     console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
@@ -96,16 +120,21 @@ def launch(options: dict[str, Any]) -> None:
                 f" {config.seconds:g} s per trial -> {writer.root}")
     try:
         with contextlib.ExitStack() as stack:
-            services = config.services
+            services, hooks = config.services, None
             if services is None:
-                services = stack.enter_context(EmbeddedStack(config.workers, say=console.say)).services
+                embedded = stack.enter_context(EmbeddedStack(config.workers, say=console.say))
+                services = embedded.services
+                if config.faults:
+                    hooks = Injector(embedded, config.faults, config.seconds, console.say)
             app = make_app(services.broker_url)
             stack.callback(app.close)
-            run_experiment(config, services, app, writer, console)
+            run_experiment(config, services, app, writer, console, hooks)
     except RUN_ERRORS as exc:
         raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
     trials = store.read_trials(writer.root).to_pylist()
     click.echo(table.render(trials))
     for note in table.notes(trials):
         click.echo(f"note: {note}")
+    if any(t.get("fault") for t in trials):
+        click.echo("\n" + fault_table.render(trials))
     console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")

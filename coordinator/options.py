@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 import click
 
 import strategies
+from coordinator import faults
 from strategies import StrategySpec
 from worker.settings import ENV
 
@@ -44,6 +45,15 @@ def strategy_list(ctx: click.Context, param: click.Parameter, value: str) -> tup
     if duplicates:
         raise click.BadParameter(f"listed twice: {', '.join(duplicates)}", ctx, param)
     return specs
+
+
+def fault_list(ctx: click.Context, param: click.Parameter,
+               value: tuple[str, ...]) -> tuple[faults.Fault, ...]:
+    """Each ``--fault TARGET:ACTION@SECONDS[+DURATION]`` (instants are checked with the config)."""
+    try:
+        return tuple(faults.parse(item) for item in value)
+    except faults.FaultError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:

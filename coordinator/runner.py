@@ -21,6 +21,7 @@ from celery import Celery
 from coordinator import clock, dataset, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
+from coordinator.inject import TrialHooks
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
 from results.store import RunWriter
@@ -52,6 +53,7 @@ class RunState:
                 "strategies": [{"name": s.name, "params": dict(s.params), "label": s.label}
                                for s in c.strategies],
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
+                "faults": [f.label for f in c.faults],
             },
             "services": self.services.masked(),
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
@@ -62,7 +64,7 @@ class RunState:
 
 
 def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
-                   console: Console) -> RunState:
+                   console: Console, hooks: TrialHooks | None = None) -> RunState:
     state = RunState(writer.root.name, config, services)
     writer.write_meta(state.to_json("running"))
     workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
@@ -72,11 +74,14 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     state.meta["versions"] = versions(services)
     state.meta["origin"] = _prepare_origin(config, services, console)
     writer.write_meta(state.to_json("running"))
+    hooks = hooks or TrialHooks()
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
-                         span_s=state.meta["origin"]["span_s"])
+                         span_s=state.meta["origin"]["span_s"], hooks=hooks)
     try:
         order = trial_order(list(config.strategies), config.repeat)
         for number, (spec, repeat) in enumerate(order, start=1):
+            if number > 1:
+                _recover(config, app, hooks, console)
             plan = plan_trial(config.schedule(), number, spec, repeat, time.time_ns(), lead_s)
             state.trials.append(runner.run(plan, of=len(order)))
             writer.write_meta(state.to_json("running"))
@@ -117,6 +122,17 @@ def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console
     lead = clock.lead_s(offsets, config.timing)
     state.meta["lead_s"] = lead
     return offsets, lead
+
+
+def _recover(config: LaunchConfig, app: Celery, hooks: TrialHooks, console: Console) -> None:
+    """Between trials: restart what a fault killed, then wait (bounded) for every worker."""
+    restarted = hooks.between_trials()
+    if "broker" in restarted:
+        dispatch.reset_connections(app)  # every pooled broker connection died with the old server
+    if restarted:
+        dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s, console.progress)
+        console.say(f"recovered: restarted {', '.join(restarted) or 'the broker'}; "
+                    f"{config.workers} workers answer")
 
 
 def _prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:

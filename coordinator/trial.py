@@ -14,12 +14,13 @@ from celery import Celery
 from coordinator import dataset, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
+from coordinator.inject import TrialHooks, fault_columns
 from coordinator.plan import TrialPlan
 from results import checks, metrics, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
 from strategies import Deps, Probe
-from worker.origin import ORIGIN_MARK, PooledOrigin, make_pool
+from worker.origin import COORDINATOR_APP, ORIGIN_MARK, PooledOrigin, make_pool
 from worker.settings import Services
 from worker.spec import TrialSpec
 from worker.trial import redis_client
@@ -32,13 +33,14 @@ class TrialRunner:
 
     def __init__(self, config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
                  workers: Sequence[str], offsets: dict[str, dict[str, int]], console: Console,
-                 span_s: float) -> None:
+                 span_s: float, hooks: TrialHooks | None = None) -> None:
         self.config, self.services, self.app = config, services, app
+        self.hooks = hooks or TrialHooks()
         self.writer, self.workers, self.offsets, self.console = writer, workers, offsets, console
         self.span_s = span_s
-        self.cache = redis_client(services.cache_url, 4)
-        self.locks = redis_client(services.lock_url, 4)
-        self.pool = make_pool(services.origin_dsn, 1)
+        self.cache = redis_client(services.cache_url, 4, retries=3)
+        self.locks = redis_client(services.lock_url, 4, retries=3)
+        self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
         self.loader = PooledOrigin(self.pool, span_s)
 
     def close(self) -> None:
@@ -53,30 +55,45 @@ class TrialRunner:
         statements_before = dataset.statement_snapshot(self.services.origin_dsn)
         tasks = dispatch.send_trial(self.app, self._assignments(plan))
         deadline = time.monotonic() + (plan.end_ns - time.time_ns()) / 1e9
-        results = dispatch.follow(
-            tasks, deadline + self.config.timing.gather_grace_s, 0.25,
-            lambda p: self.console.progress(self._progress_line(label, plan, p)),
-        )
+        self.hooks.arm(plan)
+        try:
+            gathered = dispatch.follow(
+                tasks, deadline + self.config.timing.gather_grace_s, 0.25,
+                lambda p: self.console.progress(self._progress_line(label, plan, p)),
+                lost=self.hooks.lost,
+            )
+        finally:
+            dispatch.release(tasks)
+            report = self.hooks.disarm(plan)
         db_calls = dataset.origin_db_calls(self.services.origin_dsn) - db_before
         statements = checks.statement_rows(
             statements_before, dataset.statement_snapshot(self.services.origin_dsn),
             self.writer.root.name, plan.trial, ORIGIN_MARK)
-        rows = self._gather_rows(plan, results)
+        present = [(w, r) for w, r in zip(self.workers, gathered.results, strict=True) if r]
+        rows = self._gather_rows(plan, present)
         self.writer.write_requests(plan.trial, rows)
+        results = [r for _, r in present]
         summary = self._summarise(plan, rows, results, db_calls)
         summary.update(checks.generator_figures(results))
+        summary.update(fault_columns(report, plan.start_ns, rows, len(gathered.missing)))
         summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
+        for worker, why in gathered.missing.items():
+            self.console.say(f"{label}: no rows from {worker} ({why}); trial marked incomplete")
         self.console.say(
             f"{label}: {summary['origin_per_expiry']:.1f} origin calls/expiry, "
             f"{summary['rps']:,.0f} rps, p99 {summary['p99_ms']:.1f} ms, "
             f"errors {summary['errors']}, db calls {'match' if summary['db_calls_match'] else 'MISMATCH'}"
+            + (f", fault {report.label}" if report.label else "")
         )
         return {"trial": plan.trial, "strategy": plan.strategy.label, "repeat": plan.repeat,
                 "start_ns": plan.start_ns, "window_start_ns": plan.window_start_ns,
                 "window_end_ns": plan.window_end_ns, "first_expiry_ns": plan.first_expiry_ns,
-                "workers": [r["worker"] for r in results], "complete": True}
+                "workers": [r["worker"] for _, r in present], "missing_workers": gathered.missing,
+                "complete": summary["complete"], "fault": report.label,
+                "faults_applied": [{"fault": a.fault.label, "at_ns": a.at_ns, "detail": a.detail,
+                                    "error": a.error} for a in report.applied]}
 
     def _prime(self, plan: TrialPlan) -> None:
         """Clear what the last trial left, then store each key to expire at the first expiry."""
@@ -107,9 +124,10 @@ class TrialRunner:
         return (f"{label}: {min(elapsed, self.config.seconds):4.1f}/{self.config.seconds:g} s  "
                 f"{rps:8,.0f} rps  origin {p['origin_calls']:,}  errors {p['errors']:,}")
 
-    def _gather_rows(self, plan: TrialPlan, results: Sequence[dict[str, Any]]) -> pa.Table:
+    def _gather_rows(self, plan: TrialPlan,
+                     results: Sequence[tuple[str, dict[str, Any]]]) -> pa.Table:
         tables = []
-        for worker, result in zip(self.workers, results, strict=True):
+        for worker, result in results:
             wire = transport.decode(result["rows"]) if result["rows"] else WIRE_SCHEMA.empty_table()
             tables.append(self._contextualise(plan, worker, wire))
         return pa.concat_tables(tables)
@@ -138,7 +156,7 @@ class TrialRunner:
         floor_ms = min(r["floor_p5_ns"] for r in results) / 1e6
         figures = metrics.summarise(rows, window, floor_ms)
         firsts = [pc.min(rows.filter(pc.equal(rows["worker"], w))["t_start_ns"]).as_py()
-                  for w in self.workers]
+                  for w in set(rows["worker"].to_pylist())]
         firsts = [f for f in firsts if f is not None]
         return {
             "run_id": self.writer.root.name, "trial": plan.trial, "strategy": plan.strategy.label,

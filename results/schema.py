@@ -86,6 +86,14 @@ TRIAL_SCHEMA = pa.schema(
         ("refreshes", pa.int64()),  # background refresh rows (op = "refresh"), not requests
         ("stale_age_p50_ms", pa.float64()),
         ("stale_age_max_ms", pa.float64()),
+        # Faults (coordinator --fault): what was injected, when, and what the clients saw.
+        ("fault", pa.string()),  # every fault of the trial, ';'-separated; '' for none
+        ("fault_at_s", pa.float64()),  # first fault's instant, seconds from the trial's start
+        ("workers_lost", pa.int32()),  # workers whose rows never arrived (complete is False)
+        ("fault_requests", pa.int64()),  # requests started while a fault held
+        ("fault_errors", pa.int64()),
+        ("fault_served", pa.int64()),  # of those, answered with a value (fail-open)
+        ("fault_origin_calls", pa.int64()),
     ]
 )
 

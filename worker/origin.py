@@ -23,6 +23,9 @@ ORIGIN_SQL = (
 ORIGIN_MARK = "FROM orders WHERE created_at >="
 DATA_START = datetime(2025, 1, 1, tzinfo=UTC)
 DATA_DAYS = 365
+# application_name of the two kinds of origin connections (the origin:exhaust fault tells them apart)
+WORKER_APP = "stampede-worker"
+COORDINATOR_APP = "stampede-coordinator"
 
 
 def window_for(key: str, span_s: float) -> tuple[datetime, datetime]:
@@ -34,13 +37,19 @@ def window_for(key: str, span_s: float) -> tuple[datetime, datetime]:
     return start, start + timedelta(seconds=span_s)
 
 
-def make_pool(dsn: str, size: int, timeout_s: float = 10.0) -> ConnectionPool:
-    """A fixed-size pool, opened and filled before it is returned."""
+def make_pool(dsn: str, size: int, timeout_s: float = 10.0, app_name: str = WORKER_APP,
+              check: bool = False) -> ConnectionPool:
+    """A fixed-size pool, opened and filled before it is returned.
+
+    ``check``: test each connection before use (one extra round trip), so a pool outside the
+    measured path survives its server dropping connections (the origin:exhaust fault).
+    """
     pool = ConnectionPool(
         dsn,
         min_size=size,
         max_size=size,
-        kwargs={"autocommit": True},
+        kwargs={"autocommit": True, "application_name": app_name, "connect_timeout": 5},
+        check=ConnectionPool.check_connection if check else None,
         open=False,
         timeout=timeout_s,
         name="origin",

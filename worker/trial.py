@@ -12,6 +12,8 @@ from typing import Any
 
 import pyarrow as pa
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 from results import transport
 from strategies import Deps, Outcome, Probe, Strategy, close_strategy
@@ -27,11 +29,17 @@ FLOOR_SAMPLES = 200
 JOIN_GRACE_S = 15.0
 
 
-def redis_client(url: str, clients: int, max_connections: int | None = None) -> redis.Redis:
-    """A client whose pool holds one connection per thread plus a few; exhaustion raises."""
+def redis_client(url: str, clients: int, max_connections: int | None = None,
+                 retries: int = 0) -> redis.Redis:
+    """A client whose pool holds one connection per thread plus a few; exhaustion raises.
+
+    No retries by default: redis-py would otherwise retry a dead server 10 times with backoff,
+    hiding the failure for seconds; in the measured path a failed command is an error row,
+    bounded by the 2 s socket timeouts.
+    """
     return redis.Redis.from_url(
         url, max_connections=max_connections or clients + 4, socket_timeout=2.0,
-        socket_connect_timeout=2.0,
+        socket_connect_timeout=2.0, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
     )
 
 

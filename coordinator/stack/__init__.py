@@ -14,10 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from coordinator.stack.celery_workers import start_workers
+from coordinator.stack.celery_workers import LOCAL_HOST, start_workers
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess, StackError
-from coordinator.stack.redis_server import start_redis
+from coordinator.stack.redis_server import redis_answers, start_redis
 from worker.settings import Services
 
 __all__ = ["EmbeddedStack", "StackError"]
@@ -35,6 +35,7 @@ class EmbeddedStack:
         self.workdir = Path(tempfile.mkdtemp(prefix="stampede-stack-"))
         os.chmod(self.workdir, 0o755)  # PostgreSQL's user must reach its data directory
         self._services: Services | None = None
+        self.urls: dict[str, str] = {}
 
     @property
     def services(self) -> Services:
@@ -55,7 +56,7 @@ class EmbeddedStack:
         self.stop(keep_logs=exc is not None)
 
     def start(self) -> None:
-        urls = {}
+        urls = self.urls
         for name in ("cache", "lock-store", "broker"):
             proc, urls[name] = start_redis(name, self.workdir)
             self.processes.append(proc)
@@ -67,11 +68,39 @@ class EmbeddedStack:
         self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn)
         self.processes += start_workers(self.worker_count, self._services, self.workdir)
         self._say(f"celery: {self.worker_count} worker processes starting")
-        self._say("stack: pids " + ",".join(str(p.pid) for p in self.processes)
-                  + f" work area {self.workdir}")
+        self._say("stack pids: " + " ".join(f"{p.name}={p.pid}" for p in self.processes))
+        self._say(f"stack: work area {self.workdir}")
+
+    def process(self, name: str) -> ManagedProcess:
+        """The process called ``name`` (cache, lock-store, broker, postgres, w1@stampede-local...)."""
+        for proc in self.processes:
+            if proc.name == name:
+                return proc
+        raise StackError(f"the embedded stack has no process {name!r}")
+
+    @property
+    def workers(self) -> list[ManagedProcess]:
+        return [p for p in self.processes if p.name.endswith("@" + LOCAL_HOST)]
+
+    def restart(self, proc: ManagedProcess, timeout_s: float = 10.0) -> None:
+        """Start ``proc`` again on the same port; a Redis server must answer PING in time."""
+        proc.restart()
+        self._say(f"stack: restarted {proc.name} (pid {proc.pid})")
+        if proc.name in self.urls:
+            proc.wait_until(lambda: redis_answers(self.urls[proc.name]), timeout_s,
+                            "answering PING after a restart")
+
+    def restart_dead(self) -> list[str]:
+        """Restart every process that died (a fault killed it); return their names."""
+        dead = [p for p in self.processes if not p.alive()]
+        for proc in dead:
+            self.restart(proc)
+        return [p.name for p in dead]
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stop every process, newest first; remove the work area unless asked to keep it."""
+        for proc in reversed(self.processes):  # all asked at once: Ctrl-C stops in seconds
+            proc.request_stop()
         try:
             for proc in reversed(self.processes):
                 proc.stop()

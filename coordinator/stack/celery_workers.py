@@ -29,5 +29,6 @@ def start_workers(count: int, services: Services, workdir: Path) -> list[Managed
         name = f"w{i}@{LOCAL_HOST}"
         # SIGQUIT is Celery's cold shutdown: the embedded stack stops between trials only.
         procs.append(ManagedProcess(name, worker_argv(name), workdir / f"worker-{i}.log",
-                                    env=env, stop_signal=signal.SIGQUIT))
+                                    env=env, stop_signal=signal.SIGQUIT,
+                                    stop_timeout_s=3.0))
     return procs

@@ -28,16 +28,32 @@ class ManagedProcess:
 
     def __init__(self, name: str, argv: Sequence[str], log_path: Path, *,
                  env: dict[str, str] | None = None, user: str | None = None,
-                 stop_signal: int = signal.SIGTERM) -> None:
+                 stop_signal: int = signal.SIGTERM, stop_timeout_s: float = 10.0) -> None:
         self.name = name
         self.log_path = log_path
         self._stop_signal = stop_signal
-        with open(log_path, "ab") as log:
-            self.popen = subprocess.Popen(
-                list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, user=user, group=user,
-                extra_groups=[] if user else None,
+        self._stop_timeout_s = stop_timeout_s
+        self._argv, self._env, self._user = list(argv), env, user
+        self.popen = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        with open(self.log_path, "ab") as log:
+            return subprocess.Popen(
+                self._argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self._env, start_new_session=True, user=self._user, group=self._user,
+                extra_groups=[] if self._user else None,
             )
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the process (fault injection); a process already gone is ignored."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signum)
+
+    def restart(self) -> None:
+        """Start the same command again (same port, same log); the old process must be gone."""
+        self.stop(timeout_s=5.0)
+        self.popen = self._spawn()
 
     @property
     def pid(self) -> int:
@@ -59,14 +75,20 @@ class ManagedProcess:
             time.sleep(0.05)
         raise StackError(f"{self.name} not {what} after {timeout_s:g} s; log {self.log_path}")
 
-    def stop(self, timeout_s: float = 10.0) -> None:
-        """Ask politely, then kill the whole process group."""
+    def request_stop(self) -> None:
+        """Send the stop signal without waiting (``stop`` waits): a stack stops all at once."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, signal.SIGCONT)  # a paused process cannot act on its stop signal
+                os.kill(self.pid, self._stop_signal)
+
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Ask politely, then kill the whole process group; bounded by the stop timeout."""
         if not self.alive():
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, self._stop_signal)
+        self.request_stop()
         try:
-            self.popen.wait(timeout_s)
+            self.popen.wait(self._stop_timeout_s if timeout_s is None else timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
 

@@ -31,21 +31,27 @@ def find_server() -> str:
 
 
 def start_redis(name: str, workdir: Path, bind: str = "127.0.0.1", port: int | None = None,
-                prefix: Sequence[str] = ()) -> tuple[ManagedProcess, str]:
+                prefix: Sequence[str] = (), password: str | None = None
+                ) -> tuple[ManagedProcess, str]:
     """Start one in-memory server; return it and its URL.
 
     ``prefix`` wraps the command (e.g. ``ip netns exec NS``) for a server in another network
     namespace; readiness is then checked through a unix socket in ``workdir``, so nothing is
-    sent to ``bind`` from here.
+    sent to ``bind`` from here. ``password``: the server requires it (``--requirepass``) and
+    the URL carries it.
     """
     port = port or free_port()
     sock = workdir / f"{name}.sock"
     argv = [*prefix, find_server(), "--port", str(port), "--bind", bind, "--save", "",
             "--appendonly", "no", "--dir", str(workdir), "--maxclients", "10000",
             "--protected-mode", "no", "--unixsocket", str(sock)]
+    if password:
+        argv += ["--requirepass", password]
     proc = ManagedProcess(name, argv, workdir / f"{name}.log")
-    url = f"redis://{bind}:{port}/0"
-    client = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5)
+    auth = f":{password}@" if password else ""
+    url = f"redis://{auth}{bind}:{port}/0"
+    client = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5,
+                         password=password)
     try:
         proc.wait_until(lambda: _answers(client), 10, "answering PING")
     except BaseException:
@@ -56,8 +62,17 @@ def start_redis(name: str, workdir: Path, bind: str = "127.0.0.1", port: int | N
     return proc, url
 
 
+def redis_answers(url: str) -> bool:
+    """One PING with short timeouts: True when the server at ``url`` answers."""
+    client = redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    try:
+        return _answers(client)
+    finally:
+        client.close()
+
+
 def _answers(client: redis.Redis) -> bool:
     try:
         return bool(client.ping())
-    except redis.ConnectionError:
+    except (redis.ConnectionError, redis.TimeoutError):
         return False

@@ -90,12 +90,13 @@ def test_run_json_records_the_run_with_masked_services(
 
 def test_no_process_of_the_stack_is_left(run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     _, proc = run
-    found = re.search(r"stack: pids ([\d,]+) work area (\S+)", proc.stderr)
-    assert found, proc.stderr
-    pids = [int(p) for p in found.group(1).split(",")]
+    found = re.search(r"^stack pids: (.*)$", proc.stderr, flags=re.M)
+    area = re.search(r"^stack: work area (\S+)$", proc.stderr, flags=re.M)
+    assert found and area, proc.stderr
+    pids = [int(kv.split("=")[1]) for kv in found.group(1).split()]
     assert len(pids) == 3 + 1 + 3  # three Redis servers, PostgreSQL, three workers
     assert [p for p in pids if alive(p)] == []
-    assert not Path(found.group(2)).exists()
+    assert not Path(area.group(1)).exists()
 
 
 @pytest.mark.parametrize(("args", "option"), [

@@ -1,0 +1,125 @@
+"""Each fault on the real embedded stack: the run finishes, rows are kept, trials are marked.
+
+One embedded stack (2 workers) serves every test; after each run the injector restarts what
+the fault killed, so the next test starts from a healthy stack (that is the healing under test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coordinator import faults
+from coordinator.config import LaunchConfig
+from coordinator.console import Console
+from coordinator.defaults import Timing
+from coordinator.inject import Injector
+from coordinator.options import strategy_list
+from coordinator.runner import run_experiment
+from coordinator.stack import EmbeddedStack
+from results import store
+from worker.app import make_app
+
+pytestmark = pytest.mark.integration
+TIMING = Timing(lead_s=1.0, warmup_s=0.5, progress_s=0.25, worker_wait_s=40, gather_grace_s=8)
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[EmbeddedStack]:
+    with EmbeddedStack(2) as embedded:
+        yield embedded
+
+
+def run(stack: EmbeddedStack, tmp_path: Path, spec: str, strategies: str,
+        seconds: float = 3.0) -> tuple[list[dict[str, Any]], dict[str, Any], list[str]]:
+    said: list[str] = []
+    console = Console()
+    console.say = said.append  # type: ignore[method-assign]
+    config = LaunchConfig(
+        workers=2, clients=8, strategies=strategy_list(None, None, strategies),  # type: ignore[arg-type]
+        ttl_s=0.5, seconds=seconds, repeat=1, out=tmp_path / "run", scale=5000,
+        origin_target_ms=0.5, timing=TIMING, faults=(faults.parse(spec),),
+    )
+    faults.check(config.faults, config.seconds)
+    writer = store.RunWriter.create(config.out)
+    injector = Injector(stack, config.faults, config.seconds, said.append)
+    app = make_app(stack.services.broker_url)
+    try:
+        run_experiment(config, stack.services, app, writer, console, injector)
+    finally:
+        app.close()
+        injector.between_trials()  # leave the stack healthy for the next test
+    return store.read_trials(writer.root).to_pylist(), store.read_meta(writer.root), said
+
+
+def test_lock_store_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
+    old_pid = stack.process("lock-store").pid
+    trials, meta, said = run(stack, tmp_path, "lock-store:kill@1", "lock,naive")
+    lock, naive = trials
+    assert meta["status"] == "complete"
+    assert all(t["complete"] and t["fault"] == "lock-store:kill@1" for t in trials)
+    assert 0.9 <= lock["fault_at_s"] < 2.5
+    assert lock["fault_errors"] > 0 and "ConnectionError" in lock["error_types"]
+    assert naive["fault_errors"] == 0 and naive["fault_requests"] > 0  # naive needs no lock store
+    assert any("restarted lock-store" in line for line in said)  # healed before trial 2
+    assert stack.process("lock-store").pid != old_pid and stack.process("lock-store").alive()
+
+
+def test_lock_store_paused_and_resumed(stack: EmbeddedStack, tmp_path: Path) -> None:
+    pid = stack.process("lock-store").pid
+    trials, meta, said = run(stack, tmp_path, "lock-store:pause@1+1.5", "lock")
+    (lock,) = trials
+    assert meta["status"] == "complete" and lock["complete"]
+    assert lock["max_ms"] >= 1000  # requests in flight stalled while the server was stopped
+    assert any("lifted" in line for line in said)
+    assert stack.process("lock-store").pid == pid  # resumed, not restarted
+
+
+def test_cache_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
+    trials, meta, _ = run(stack, tmp_path, "cache:kill@1", "naive")
+    (naive,) = trials
+    assert meta["status"] == "complete" and naive["complete"]
+    assert naive["fault_errors"] > 0 and "ConnectionError" in naive["error_types"]
+    assert naive["requests"] > naive["errors"]  # the rows before the fault are kept
+
+
+def test_origin_locked(stack: EmbeddedStack, tmp_path: Path) -> None:
+    trials, meta, said = run(stack, tmp_path, "origin:lock@1+1", "naive")
+    (naive,) = trials
+    assert meta["status"] == "complete" and naive["complete"]
+    assert any("ACCESS EXCLUSIVE" in line for line in said)
+    assert naive["max_ms"] >= 500  # fills blocked behind the table lock
+    assert naive["db_calls_match"]
+
+
+def test_origin_pool_exhausted(stack: EmbeddedStack, tmp_path: Path) -> None:
+    trials, meta, said = run(stack, tmp_path, "origin:exhaust@1+1", "naive")
+    (naive,) = trials
+    assert meta["status"] == "complete" and naive["complete"]
+    assert any("dropped" in line and "FAILED" not in line for line in said), said
+    assert naive["fault_errors"] > 0  # dropped and unavailable origin connections
+
+
+def test_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
+    trials, meta, said = run(stack, tmp_path, "worker:kill@1", "naive,lock")
+    first, second = trials
+    assert meta["status"] == "complete"
+    assert not first["complete"] and first["workers_lost"] == 1
+    assert first["requests"] > 0  # the surviving worker's rows are kept
+    assert meta["trials"][0]["missing_workers"] == {"w2@stampede-local": "killed by a fault"}
+    assert any("restarted w2@stampede-local" in line for line in said)
+    assert not second["complete"] and second["workers_lost"] == 1  # killed again in trial 2
+    rows = store.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
+    assert set(rows["worker"].to_pylist()) == {"w1@stampede-local"}
+
+
+def test_broker_restarted_between_trials(stack: EmbeddedStack, tmp_path: Path) -> None:
+    pid = stack.process("broker").pid
+    trials, meta, said = run(stack, tmp_path, "broker:restart@3", "naive,lock")
+    assert meta["status"] == "complete"
+    assert all(t["complete"] and t["requests"] > 0 for t in trials)
+    assert any("recovered: restarted broker" in line for line in said)
+    assert stack.process("broker").pid != pid
