@@ -57,12 +57,13 @@ def run(stack: EmbeddedStack, tmp_path: Path, spec: str, strategies: str,
 
 def test_lock_store_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
     old_pid = stack.process("lock-store").pid
-    trials, meta, said = run(stack, tmp_path, "lock-store:kill@1", "lock,naive")
+    trials, meta, said = run(stack, tmp_path, "lock-store:kill@1",
+                             "lock:on_lock_error=closed,naive")
     lock, naive = trials
     assert meta["status"] == "complete"
     assert all(t["complete"] and t["fault"] == "lock-store:kill@1" for t in trials)
     assert 0.9 <= lock["fault_at_s"] < 2.5
-    assert lock["fault_errors"] > 0 and "ConnectionError" in lock["error_types"]
+    assert lock["fault_errors"] > 0 and "LockStoreDown" in lock["error_types"]
     assert naive["fault_errors"] == 0 and naive["fault_requests"] > 0  # naive needs no lock store
     assert any("restarted lock-store" in line for line in said)  # healed before trial 2
     assert stack.process("lock-store").pid != old_pid and stack.process("lock-store").alive()
