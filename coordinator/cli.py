@@ -13,6 +13,7 @@ import click
 from coordinator import defaults
 from coordinator.launch import RunFailed, launch
 from coordinator.options import service_options, strategy_list
+from coordinator.workload_options import workload_options
 from results import store, table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
@@ -48,6 +49,7 @@ def cli() -> None:
 @click.option("--seed/--no-seed", default=None,
               help="Seed and calibrate the origin [default: only on the embedded stack].")
 @service_options
+@workload_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""

@@ -10,6 +10,7 @@ from coordinator.defaults import Timing
 from coordinator.plan import Schedule
 from strategies import StrategySpec
 from worker.settings import Services
+from worker.workload import KeySet, Query, Workload, single
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,8 @@ class LaunchConfig:
     seed: bool = True  # seed and calibrate the origin (always on the embedded stack)
     keys: tuple[str, ...] = (defaults.HOT_KEY,)
     timing: Timing = field(default_factory=Timing)
+    workload: Workload = field(
+        default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
 
     @property
     def embedded(self) -> bool:

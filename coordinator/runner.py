@@ -18,6 +18,7 @@ from celery import Celery
 from coordinator import dataset, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
+from coordinator.endpoints import endpoint_origin
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
 from results.store import RunWriter
@@ -49,6 +50,7 @@ class RunState:
                 "strategies": [{"name": s.name, "params": dict(s.params), "label": s.label}
                                for s in c.strategies],
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
+                "workload": c.workload.to_json(),
             },
             "services": self.services.masked(),
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
@@ -70,7 +72,8 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     state.meta["origin"] = _prepare_origin(config, services, console)
     writer.write_meta(state.to_json("running"))
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
-                         span_s=state.meta["origin"]["span_s"])
+                         span_s=state.meta["origin"]["span_s"],
+                         products=state.meta["origin"].get("products", 0))
     try:
         order = trial_order(list(config.strategies), config.repeat)
         for number, (spec, repeat) in enumerate(order, start=1):
@@ -98,4 +101,5 @@ def _prepare_origin(config: LaunchConfig, services: Services, console: Console) 
     console.say(f"origin: range aggregate over {cal.span_s / 3600:.1f} h of orders, "
                 f"median {cal.median_ms:.2f} ms (target {config.origin_target_ms} ms)")
     return {"span_s": cal.span_s, "median_ms": cal.median_ms, "samples": cal.samples,
-            "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None}
+            "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None,
+            **endpoint_origin(config, dsn, cal.span_s, console)}

@@ -11,7 +11,7 @@ import pyarrow as pa
 SCHEMA_VERSION = 1
 
 # What a worker sends back: one row per request, times on the worker's own clock.
-WIRE_SCHEMA = pa.schema(
+_WIRE_BASE = pa.schema(
     [
         ("client", pa.int32()),
         ("key", pa.string()),
@@ -29,6 +29,11 @@ WIRE_SCHEMA = pa.schema(
         ("error", pa.string()),
     ]
 )
+# Added for workloads (issue 4): the stage of a staged run (-1: warm-up) and whether the
+# request bypassed the cache on purpose (the bypass ramp of experiment 003). Appended after
+# ``in_window`` in REQUEST_SCHEMA so the earlier columns keep their places.
+WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_())]
+WIRE_SCHEMA = pa.schema([*_WIRE_BASE, *WIRE_ADDED])
 
 # What the coordinator adds to every row before writing ``requests/``.
 CONTEXT_FIELDS = [
@@ -38,7 +43,8 @@ CONTEXT_FIELDS = [
     pa.field("repeat", pa.int32()),
     pa.field("worker", pa.string()),
 ]
-REQUEST_SCHEMA = pa.schema([*CONTEXT_FIELDS, *WIRE_SCHEMA, pa.field("in_window", pa.bool_())])
+REQUEST_SCHEMA = pa.schema([*CONTEXT_FIELDS, *_WIRE_BASE, pa.field("in_window", pa.bool_()),
+                            *WIRE_ADDED])
 
 # One row per trial in ``trials.parquet``.
 TRIAL_SCHEMA = pa.schema(
@@ -73,7 +79,14 @@ TRIAL_SCHEMA = pa.schema(
         ("start_spread_ms", pa.float64()),
         ("error_types", pa.string()),
         ("complete", pa.bool_()),
+        # Added for workloads (issue 4).
+        ("peak_origin_per_s", pa.int64()),  # most origin calls started in one 1-second bucket
+        ("late_sends", pa.int64()),  # open loop: started more than LATE_MS after the intended instant
+        ("dropped_sends", pa.int64()),  # open loop: never sent (an error row of type DroppedSend)
     ]
 )
 
 OUTCOMES = ("hit", "stale", "filled", "waited", "error")
+LATE_MS = 10.0  # an open-loop send this far behind its intended instant counts as late
+DROPPED = "DroppedSend"  # error type of an open-loop send given up (too late to be meaningful)
+INVALIDATE_OP = "invalidate"  # op of a write-driven invalidation row

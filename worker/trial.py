@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 import redis
 
 from results import transport
-from strategies import Deps, Outcome, Probe, Strategy
-from worker.origin import PooledOrigin, make_pool
+from worker.build import WRITER_CLIENT, Built, build
+from worker.origin import make_pool
 from worker.recorder import Recorder
 from worker.settings import Services
 from worker.spec import TrialSpec
@@ -45,24 +46,29 @@ def measure_floor_ns(cache: redis.Redis, samples: int = FLOOR_SAMPLES) -> list[i
 class ClientGroup:
     """The client threads of one trial, held at a gate until the common start instant."""
 
-    def __init__(self, spec: TrialSpec, strategy: Strategy) -> None:
+    def __init__(self, spec: TrialSpec, built: Built) -> None:
         self.gate = threading.Event()
         self.stop = threading.Event()
-        self.recorders = [Recorder(spec.client_base + i, spec.keys) for i in range(spec.clients)]
+        self.recorders = [Recorder(spec.client_base + i, built.key_names, built.ops)
+                          for i in range(spec.clients)]
         self.failures: list[BaseException] = []
-        end_ns = spec.end_ns + spec.clock_offset_ns
-        self.threads = [
-            threading.Thread(target=self._guarded, args=(strategy, spec.keys, r, end_ns),
-                             name=f"client-{r.client}", daemon=True)
+        runs: list[tuple[Recorder, Callable[[], None]]] = [
+            (r, functools.partial(built.loop, built.ctx, r, self.gate, self.stop))
             for r in self.recorders
         ]
+        if built.writer is not None:
+            writer = Recorder(WRITER_CLIENT, built.key_names, built.ops)
+            self.recorders.append(writer)
+            runs.append((writer, functools.partial(built.writer, writer, self.gate, self.stop)))
+        self.threads = [threading.Thread(target=self._guarded, args=(run,),
+                                         name=f"client-{r.client}", daemon=True)
+                        for r, run in runs]
         for thread in self.threads:
             thread.start()
 
-    def _guarded(self, strategy: Strategy, keys: Sequence[str], recorder: Recorder,
-                 end_ns: int) -> None:
+    def _guarded(self, run: Callable[[], None]) -> None:
         try:
-            client_loop(strategy, keys, recorder, end_ns, self.gate, self.stop)
+            run()
         except BaseException as exc:  # noqa: BLE001 - a bug in the loop itself: the trial fails, loudly
             self.failures.append(exc)
 
@@ -82,30 +88,6 @@ class ClientGroup:
         return next((t for t in self.threads if t.is_alive()), None)
 
 
-def client_loop(strategy: Strategy, keys: Sequence[str], recorder: Recorder, end_ns: int,
-                gate: threading.Event, stop: threading.Event) -> None:
-    """Request after request until ``end_ns``; every failure becomes an error row."""
-    probe = Probe()
-    key_count = len(keys)
-    n = recorder.client
-    gate.wait()
-    while not stop.is_set():
-        t_start = time.time_ns()
-        if t_start >= end_ns:
-            return
-        code = n % key_count
-        n += 1
-        probe.reset()
-        error = None
-        t0 = time.perf_counter_ns()
-        try:
-            outcome = strategy.fetch(keys[code], probe)
-        except Exception as exc:  # noqa: BLE001 - every failure is recorded below as an error row
-            outcome = Outcome.ERROR
-            error = f"{type(exc).__name__}: {exc}"[:200]
-        recorder.add(code, t_start, time.perf_counter_ns() - t0, outcome, probe, error)
-
-
 def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[str, Any]:
     """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
     cache = redis_client(services.cache_url, spec.clients)
@@ -113,9 +95,7 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[s
     pool = make_pool(services.origin_dsn, spec.pool_size)
     try:
         floor = measure_floor_ns(cache)
-        deps = Deps(cache, locks, PooledOrigin(pool, spec.origin_span_s), spec.ttl_ms)
-        strategy = spec.strategy_spec().build(deps)
-        group = ClientGroup(spec, strategy)
+        group = ClientGroup(spec, build(spec, cache, locks, pool))
         try:
             late_ns = _release_at(spec, group)
             _report_until_done(spec, group, progress)
