@@ -31,7 +31,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     "bypass-ramp": {  # 003: 97 % product / 3 % ranking, 200 req/s, pool 20, bypass 0..100 %
         "mix": "shop", "keys": "many:100000", "rate": "200", "bypass": "0,25,50,75,100",
         "stage_seconds": 10.0, "ttl_s": 50.0, "pool_size": 20, "workers": 1, "clients": 200,
-        "strategies": "naive", "scale": 1_000_000,
+        "strategies": "naive", "scale": 2_000_000,
     },
     "two-level": {  # 004: large compressed values on one hot key; lock with waiters
         "keys": "hot", "value_bytes": 2_000_000, "compress": True, "clients": 20, "workers": 2,
