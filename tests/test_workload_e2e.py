@@ -31,7 +31,8 @@ def test_closed_loop_many_keys_think_time_and_invalidation(tmp_path: Path) -> No
     # think time bounds each client to < 1 request per 20 ms over ~3 s (+ lead slack)
     per_client = pc.value_counts(reads["client"]).field("counts").to_pylist()
     assert max(per_client) <= 3.5 / 0.020
-    assert pc.all(pc.equal(reads["t_intended_ns"], reads["t_start_ns"])).as_py()
+    behind = pc.subtract(reads["t_start_ns"], reads["t_intended_ns"])
+    assert pc.min(behind).as_py() >= 0 and pc.max(behind).as_py() < 50_000_000  # closed: no schedule
     assert 20 <= writes.num_rows <= 3 * 20 + 1  # one writer (worker 0) at 20/s for ~3 s
     assert pc.sum(pc.equal(writes["outcome"], "error")).as_py() == 0
     trials = store.read_trials(tmp_path / "run").to_pylist()
