@@ -28,10 +28,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "keys": "many:100", "clients": 40, "workers": 2, "ttl_s": 10.0, "seconds": 21.0,
         "strategies": "naive,naive:jitter=0.2", "scale": 200_000,
     },
-    "bypass-ramp": {  # 003: 97 % product / 3 % ranking, 200 req/s, pool 20, bypass 0..100 %
-        "mix": "shop", "keys": "many:100000", "rate": "200", "bypass": "0,25,50,75,100",
+    # 003: 97 % product / 3 % ranking, pool 20, bypass 0..100 %, 3M products. 003 ran 200 req/s
+    # against a DB of its own; here the DB shares 2 cores with the load generator, and 300 req/s
+    # is what saturates it at 100 % bypass (9 heavy rankings/s of ~0.1 s each, alone).
+    "bypass-ramp": {
+        "mix": "shop", "keys": "many:100000", "rate": "300", "bypass": "0,25,50,75,100",
         "stage_seconds": 10.0, "ttl_s": 50.0, "pool_size": 20, "workers": 1, "clients": 200,
-        "strategies": "naive", "scale": 2_000_000,
+        "strategies": "naive", "scale": 3_000_000,
     },
     "two-level": {  # 004: large compressed values on one hot key; lock with waiters
         "keys": "hot", "value_bytes": 2_000_000, "compress": True, "clients": 20, "workers": 2,
