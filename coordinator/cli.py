@@ -14,6 +14,7 @@ import click
 from coordinator import defaults
 from coordinator.launch import RunFailed, launch
 from coordinator.options import fault_list, service_options, strategy_list
+from coordinator.workload_options import workload_options
 from results import compare, fault_table, report, store, table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
@@ -59,6 +60,7 @@ def cli() -> None:
               help="Inject a fault in every trial (repeatable; embedded stack only), e.g. "
                    "lock-store:kill@5, lock-store:pause@4+2, cache:kill@3, origin:lock@3+2, "
                    "origin:exhaust@3+2, worker:kill@3, broker:restart@SECONDS>=--seconds.")
+@workload_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""

@@ -11,6 +11,7 @@ from coordinator.faults import Fault
 from coordinator.plan import Schedule
 from strategies import StrategySpec
 from worker.settings import Services
+from worker.workload import KeySet, Query, Workload, single
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class LaunchConfig:
     keys: tuple[str, ...] = (defaults.HOT_KEY,)
     timing: Timing = field(default_factory=Timing)
     faults: tuple[Fault, ...] = ()  # --fault: injected in every trial (embedded stack only)
+    workload: Workload = field(
+        default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
 
     @property
     def embedded(self) -> bool:

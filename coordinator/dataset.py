@@ -8,7 +8,9 @@ from dataclasses import dataclass
 
 import psycopg
 
-from worker.origin import DATA_DAYS, DATA_START, ORIGIN_MARK, ORIGIN_SQL, window_for
+from worker.origin import DATA_DAYS, DATA_START, ORIGIN_SQL, window_for
+from worker.queries import CATEGORIES, MARKS, OriginShape, sql_of
+from worker.workload import Query
 
 CALIBRATION_SAMPLES = 40
 SPAN_STEPS_H = (1, 4, 16, 48, 96, 192, 384)
@@ -90,12 +92,47 @@ def calibrate(dsn: str, target_ms: float) -> Calibration:
     return Calibration(span_s, median_query_ms(dsn, span_s), CALIBRATION_SAMPLES)
 
 
-def origin_db_calls(dsn: str) -> int:
-    """PostgreSQL's own count of origin queries so far (pg_stat_statements)."""
+def seed_products(dsn: str, rows: int) -> None:
+    """Create ``products`` (experiment 003): ``rows`` products over CATEGORIES categories.
+
+    Only the primary key is indexed: the lookup by id is light, and the ranking (top 10 of a
+    category by sales) must scan every row, which is what made it heavy in 003.
+    """
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS products")
+        conn.execute(
+            "CREATE TABLE products (id bigint PRIMARY KEY, category_id int NOT NULL,"
+            " name text NOT NULL, price numeric(10,2) NOT NULL, sales int NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO products SELECT i, i %% %s, 'product ' || i,"
+            " (random() * 500)::numeric(10,2), (random() * 100000)::int"
+            " FROM generate_series(1, %s) AS i",
+            (CATEGORIES, rows),
+        )
+        conn.execute("VACUUM ANALYZE products")
+
+
+def query_median_ms(dsn: str, query: Query, shape: OriginShape, samples: int = 15) -> float:
+    """Median wall time of one endpoint's origin query over ``samples`` keys, warm cache."""
+    times = []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for i in range(samples + 2):
+            params = shape.params(query, f"{query.value}:{i * 7919}")
+            t0 = time.perf_counter()
+            conn.execute(sql_of(query), params).fetchall()
+            if i >= 2:
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def origin_db_calls(dsn: str, queries: tuple[Query, ...] = tuple(Query)) -> int:
+    """PostgreSQL's own count of origin queries so far (pg_stat_statements), all endpoints."""
+    pattern = "|".join(MARKS[q] for q in queries)
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(
-            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query LIKE %s",
-            (f"%{ORIGIN_MARK}%",),
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_statements WHERE query ~ %s",
+            (pattern,),
         ).fetchone()
     return int(row[0]) if row else 0
 

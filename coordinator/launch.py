@@ -25,9 +25,11 @@ from coordinator.plan import PlanError
 from coordinator.probe import Unreachable, probe
 from coordinator.runner import run_experiment
 from coordinator.stack import EmbeddedStack, StackError
+from coordinator.workload_options import apply_preset, build_workload, trial_seconds
 from results import fault_table, store, table
 from worker.app import make_app
 from worker.settings import ENV, Services
+from worker.workload import Workload
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
@@ -64,14 +66,20 @@ def remote_options(options: dict[str, Any]) -> dict[str, Any]:
 
 
 def config_from(options: dict[str, Any]) -> LaunchConfig:
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None:
+        options = apply_preset(ctx, options)
     services = services_from(options)
     out = options["out"] or Path("runs") / new_run_id()
     seed = options["seed"] if options["seed"] is not None else services is None
+    workload = build_workload(options)
+    timing = Timing()
     config = LaunchConfig(
         workers=options["workers"], clients=options["clients"], strategies=options["strategies"],
-        ttl_s=options["ttl_s"], seconds=options["seconds"], repeat=options["repeat"], out=out,
-        services=services, scale=options["scale"], pool_size=options["pool_size"],
-        origin_target_ms=options["origin_target_ms"], seed=seed,
+        ttl_s=options["ttl_s"], seconds=trial_seconds(workload, options["seconds"], timing.warmup_s),
+        repeat=options["repeat"], out=out, services=services, scale=options["scale"],
+        pool_size=options["pool_size"], origin_target_ms=options["origin_target_ms"], seed=seed,
+        keys=primed_keys(workload), timing=timing, workload=workload,
         **remote_options(options),
         faults=tuple(options.get("faults") or ()),
     )
@@ -89,6 +97,20 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
     except faults.FaultError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from None
     return config
+
+
+def primed_keys(workload: Workload) -> tuple[str, ...]:
+    """The keys primed before each trial; their TTL periods are the trial's expiry events."""
+    return tuple(k for ep in workload.endpoints if ep.prime for k in ep.key_names())
+
+
+def print_workload_tables(workload: Workload, root: Path, trials: list[dict[str, Any]]) -> None:
+    """Peak origin rate and open-loop sends per trial; per stage and endpoint when there are several."""
+    click.echo("\n" + table.render_load(trials))
+    if workload.stages > 1 or len(workload.endpoints) > 1:
+        rows = store.requests_dataset(root).to_table()
+        click.echo("\nper stage and endpoint (after warm-up):\n"
+                   + table.render_stages(table.stage_rows(rows)))
 
 
 def open_run_dir(out: Path) -> store.RunWriter:
@@ -137,4 +159,5 @@ def launch(options: dict[str, Any]) -> None:
         click.echo(f"note: {note}")
     if any(t.get("fault") for t in trials):
         click.echo("\n" + fault_table.render(trials))
+    print_workload_tables(config.workload, writer.root, trials)
     console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")

@@ -21,11 +21,13 @@ from celery import Celery
 from coordinator import clock, dataset, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
+from coordinator.endpoints import endpoint_origin
 from coordinator.inject import TrialHooks
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
 from results.store import RunWriter
 from worker.settings import Services
+from worker.workload import Query
 
 
 @dataclass
@@ -54,6 +56,7 @@ class RunState:
                                for s in c.strategies],
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
                 "faults": [f.label for f in c.faults],
+                "workload": c.workload.to_json(),
             },
             "services": self.services.masked(),
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
@@ -76,7 +79,8 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     writer.write_meta(state.to_json("running"))
     hooks = hooks or TrialHooks()
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
-                         span_s=state.meta["origin"]["span_s"], hooks=hooks)
+                         span_s=state.meta["origin"]["span_s"], hooks=hooks,
+                         products=state.meta["origin"].get("products", 0))
     try:
         order = trial_order(list(config.strategies), config.repeat)
         for number, (spec, repeat) in enumerate(order, start=1):
@@ -138,6 +142,8 @@ def _recover(config: LaunchConfig, app: Celery, hooks: TrialHooks, console: Cons
 def _prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
     """Seed (when asked) and calibrate the origin query; its median is printed and recorded."""
     dsn = services.origin_dsn
+    if Query.ORDERS not in {ep.query for ep in config.workload.endpoints}:  # e.g. the shop mix
+        return {"span_s": 3600.0, **endpoint_origin(config, dsn, 3600.0, console)}
     if not config.seed:
         dataset.require_orders(dsn)
     if config.seed:
@@ -148,4 +154,5 @@ def _prepare_origin(config: LaunchConfig, services: Services, console: Console) 
     console.say(f"origin: range aggregate over {cal.span_s / 3600:.1f} h of orders, "
                 f"median {cal.median_ms:.2f} ms (target {config.origin_target_ms} ms)")
     return {"span_s": cal.span_s, "median_ms": cal.median_ms, "samples": cal.samples,
-            "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None}
+            "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None,
+            **endpoint_origin(config, dsn, cal.span_s, console)}

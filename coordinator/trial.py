@@ -16,11 +16,12 @@ from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.inject import TrialHooks, fault_columns
 from coordinator.plan import TrialPlan
+from coordinator.priming import Primer
 from results import checks, metrics, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
-from strategies import Deps, Probe
-from worker.origin import COORDINATOR_APP, ORIGIN_MARK, PooledOrigin, make_pool
+from worker.origin import COORDINATOR_APP, ORIGIN_MARK, make_pool
+from worker.queries import OriginShape
 from worker.settings import Services
 from worker.spec import TrialSpec
 from worker.trial import redis_client
@@ -33,15 +34,16 @@ class TrialRunner:
 
     def __init__(self, config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
                  workers: Sequence[str], offsets: dict[str, dict[str, int]], console: Console,
-                 span_s: float, hooks: TrialHooks | None = None) -> None:
+                 span_s: float, hooks: TrialHooks | None = None, products: int = 0) -> None:
         self.config, self.services, self.app = config, services, app
         self.hooks = hooks or TrialHooks()
         self.writer, self.workers, self.offsets, self.console = writer, workers, offsets, console
-        self.span_s = span_s
+        self.span_s, self.products = span_s, products
         self.cache = redis_client(services.cache_url, 4, retries=3)
         self.locks = redis_client(services.lock_url, 4, retries=3)
         self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
-        self.loader = PooledOrigin(self.pool, span_s)
+        self.primer = Primer(config.workload, self.cache, self.locks, self.pool,
+                             OriginShape(span_s, products))
 
     def close(self) -> None:
         self.pool.close()
@@ -99,9 +101,7 @@ class TrialRunner:
         """Clear what the last trial left, then store each key to expire at the first expiry."""
         self.cache.flushdb()
         self.locks.flushdb()
-        strategy = plan.strategy.build(Deps(self.cache, self.locks, self.loader, plan.ttl_ms))
-        for key in plan.keys:
-            strategy.prime(key, self.loader.load(key, Probe()), plan.first_expiry_ns // 10**6)
+        self.primer.prime(plan.strategy, plan.window_start_ns, plan.trial)
 
     def _assignments(self, plan: TrialPlan) -> list[tuple[str, dict[str, Any]]]:
         out = []
@@ -114,6 +114,8 @@ class TrialRunner:
                 end_ns=plan.end_ns, clock_offset_ns=self.offsets[worker]["offset_ns"],
                 pool_size=self.config.pool_size, origin_span_s=self.span_s,
                 progress_interval_s=self.config.timing.progress_s,
+                workload=self.config.workload.to_json(), stage_start_ns=plan.window_start_ns,
+                workers=len(self.workers), products=self.products,
             )
             out.append((worker, spec.to_json()))
         return out

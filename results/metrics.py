@@ -12,6 +12,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from results.schema import DROPPED, INVALIDATE_OP, LATE_MS, REFRESH_OP
+
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 
 
@@ -60,15 +62,37 @@ def in_window(t_start_ns: pa.ChunkedArray | pa.Array, window: Window) -> pa.Arra
     )
 
 
-REFRESH_OP = "refresh"  # a background job's row: counts origin calls, is not a request
+def peak_per_second(starts_ns: pa.Array | pa.ChunkedArray, origin_ns: int) -> int:
+    """Most instants in one whole second counted from ``origin_ns`` (e.g. origin calls/s)."""
+    if len(starts_ns) == 0:
+        return 0
+    buckets = pc.divide(pc.subtract(starts_ns, origin_ns), 10**9)
+    counts = pc.value_counts(buckets)
+    return int(pc.max(counts.field("counts")).as_py() or 0)
+
+
+def sends(rows: pa.Table) -> dict[str, int]:
+    """Open-loop sends started more than LATE_MS behind their intended instant, and dropped ones."""
+    behind = pc.subtract(rows["t_start_ns"], rows["t_intended_ns"])
+    dropped = pc.fill_null(pc.starts_with(rows["error"], DROPPED), False)
+    late = pc.and_(pc.greater(behind, round(LATE_MS * 1e6)), pc.invert(dropped))
+    return {"late_sends": int(pc.sum(late).as_py() or 0),
+            "dropped_sends": int(pc.sum(dropped).as_py() or 0)}
+
+
+def reads(rows: pa.Table) -> pa.Table:
+    """The request rows (``invalidate`` write rows left out): what latency figures are over."""
+    return rows.filter(pc.not_equal(rows["op"], INVALIDATE_OP))
 
 
 def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, object]:
     """The per-trial figures of ``trials.parquet`` that come from request rows alone.
 
     Origin calls count every row in the window (background refreshes included); requests,
-    latency, rps and outcomes count the clients' requests only.
+    latency, rps and outcomes count the clients' requests only (``invalidate`` writes and
+    ``refresh`` jobs left out).
     """
+    rows = reads(rows)
     everything = rows.filter(rows["in_window"])
     is_refresh = pc.equal(everything["op"], REFRESH_OP)
     win = everything.filter(pc.invert(is_refresh))
@@ -103,6 +127,8 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
         "local_hits": int(pc.sum(win["local_hit"]).as_py() or 0),
         "refreshes": int(pc.sum(is_refresh).as_py() or 0),
         **_stale_ages(win),
+        "peak_origin_per_s": peak_per_second(called["origin_start_ns"], window.start_ns),
+        **sends(win),
     }
 
 

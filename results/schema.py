@@ -11,7 +11,7 @@ import pyarrow as pa
 SCHEMA_VERSION = 1
 
 # What a worker sends back: one row per request, times on the worker's own clock.
-WIRE_SCHEMA = pa.schema(
+_WIRE_BASE = pa.schema(
     [
         ("client", pa.int32()),
         ("key", pa.string()),
@@ -30,6 +30,11 @@ WIRE_SCHEMA = pa.schema(
         ("local_hit", pa.int8()),  # 1: answered from the worker's in-process cache (two-level)
     ]
 )
+# Added for workloads (issue 4): the stage of a staged run (-1: warm-up) and whether the
+# request bypassed the cache on purpose (the bypass ramp of experiment 003). Appended after
+# ``in_window`` in REQUEST_SCHEMA so the earlier columns keep their places.
+WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_())]
+WIRE_SCHEMA = pa.schema([*_WIRE_BASE, *WIRE_ADDED])
 
 # What the coordinator adds to every row before writing ``requests/``.
 CONTEXT_FIELDS = [
@@ -39,7 +44,8 @@ CONTEXT_FIELDS = [
     pa.field("repeat", pa.int32()),
     pa.field("worker", pa.string()),
 ]
-REQUEST_SCHEMA = pa.schema([*CONTEXT_FIELDS, *WIRE_SCHEMA, pa.field("in_window", pa.bool_())])
+REQUEST_SCHEMA = pa.schema([*CONTEXT_FIELDS, *_WIRE_BASE, pa.field("in_window", pa.bool_()),
+                            *WIRE_ADDED])
 
 # One row per trial in ``trials.parquet``.
 TRIAL_SCHEMA = pa.schema(
@@ -94,6 +100,10 @@ TRIAL_SCHEMA = pa.schema(
         ("fault_errors", pa.int64()),
         ("fault_served", pa.int64()),  # of those, answered with a value (fail-open)
         ("fault_origin_calls", pa.int64()),
+        # Added for workloads (issue 4).
+        ("peak_origin_per_s", pa.int64()),  # most origin calls started in one 1-second bucket
+        ("late_sends", pa.int64()),  # open loop: started more than LATE_MS after the intended instant
+        ("dropped_sends", pa.int64()),  # open loop: never sent (an error row of type DroppedSend)
     ]
 )
 
@@ -114,3 +124,7 @@ STATEMENT_SCHEMA = pa.schema(
 )
 
 OUTCOMES = ("hit", "stale", "filled", "waited", "error")
+LATE_MS = 10.0  # an open-loop send this far behind its intended instant counts as late
+DROPPED = "DroppedSend"  # error type of an open-loop send given up (too late to be meaningful)
+INVALIDATE_OP = "invalidate"  # op of a write-driven invalidation row
+REFRESH_OP = "refresh"  # op of a background job's row: counts origin calls, is not a request

@@ -18,12 +18,19 @@ _INT64 = ("t_start_ns", "latency_ns", "origin_start_ns", "origin_ns", "pool_wait
 class Recorder:
     """Appends one request's measurements to typed arrays; strings are interned as codes."""
 
-    __slots__ = ("_errors", "client", "errors", "key_codes", "keys", "local_hit", "origin_calls",
-                 "outcome", "origin_called", "error_code", *_INT64)
+    __slots__ = ("_errors", "bypass", "client", "errors", "key_codes", "keys", "local_hit",
+                 "op_codes", "ops", "origin_calls", "outcome", "origin_called", "error_code",
+                 "stage", "t_intended_ns", *_INT64)
 
-    def __init__(self, client: int, keys: Sequence[str]) -> None:
+    def __init__(self, client: int, keys: Sequence[str] | pa.Array,
+                 ops: Sequence[str] = ("get",)) -> None:
         self.client = client
-        self.keys = keys
+        self.keys = keys  # a shared Arrow array: one copy of a large key set per worker
+        self.ops = ops
+        self.t_intended_ns = array("q")
+        self.op_codes = array("b")
+        self.stage = array("h")
+        self.bypass = array("b")
         self.t_start_ns = array("q")
         self.latency_ns = array("q")
         self.origin_start_ns = array("q")
@@ -44,8 +51,14 @@ class Recorder:
         return len(self.outcome)
 
     def add(self, key_code: int, t_start_ns: int, latency_ns: int, outcome: Outcome,
-            probe: Probe, error: str | None) -> None:
+            probe: Probe, error: str | None, t_intended_ns: int = -1, op: int = 0,
+            stage: int = 0, bypass: bool = False) -> None:
+        """One request; ``t_intended_ns`` -1 means "as started" (closed loop)."""
         self.key_codes.append(key_code)
+        self.t_intended_ns.append(t_start_ns if t_intended_ns < 0 else t_intended_ns)
+        self.op_codes.append(op)
+        self.stage.append(stage)
+        self.bypass.append(bypass)
         self.t_start_ns.append(t_start_ns)
         self.latency_ns.append(latency_ns)
         self.outcome.append(outcome)
@@ -63,7 +76,7 @@ class Recorder:
             self.errors += 1
             self.error_code.append(self._errors.setdefault(error, len(self._errors)))
 
-    def to_batch(self, op: str = "get") -> pa.RecordBatch:
+    def to_batch(self) -> pa.RecordBatch:
         """The wire batch of this client's rows (times still on the worker's clock)."""
         n = len(self)
         error_table = pa.array(list(self._errors) or [""], pa.string())
@@ -73,13 +86,18 @@ class Recorder:
         ).cast(pa.string())
         outcomes = pa.DictionaryArray.from_arrays(pa.array(self.outcome, pa.int8()),
                                                   pa.array(OUTCOMES)).cast(pa.string())
+        key_names = self.keys if isinstance(self.keys, pa.Array) else pa.array(self.keys, pa.string())
         keys = pa.DictionaryArray.from_arrays(pa.array(self.key_codes, pa.int32()),
-                                              pa.array(self.keys, pa.string())).cast(pa.string())
+                                              key_names).cast(pa.string())
+        ops = pa.DictionaryArray.from_arrays(pa.array(self.op_codes, pa.int8()),
+                                             pa.array(self.ops, pa.string())).cast(pa.string())
         columns = {
             "client": pa.array([self.client] * n, pa.int32()),
             "key": keys,
-            "op": pa.array([op] * n, pa.string()),
-            "t_intended_ns": pa.array(self.t_start_ns, pa.int64()),
+            "op": ops,
+            "t_intended_ns": pa.array(self.t_intended_ns, pa.int64()),
+            "stage": pa.array(self.stage, pa.int16()),
+            "bypass": pa.array(self.bypass, pa.int8()).cast(pa.bool_()),
             "outcome": outcomes,
             "origin_called": pa.array(self.origin_called, pa.int8()),
             "error": errors,

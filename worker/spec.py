@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import MISSING, asdict, dataclass, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import strategies
 from strategies import StrategySpec
+from worker.workload import InvalidWorkload, KeySet, Query, Workload, single
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
 HOUR_NS = 3600 * 10**9
@@ -37,6 +38,11 @@ class TrialSpec:
     origin_span_s: float
     progress_interval_s: float = 0.5
     redis_max_connections: int | None = None  # per client pool; None = clients + 4
+    # Added for workloads (issue 4); absent fields keep the one-hot-key closed loop.
+    workload: dict[str, Any] = field(default_factory=dict)
+    stage_start_ns: int = 0  # where stage 0 begins (the window start); 0: at start_ns
+    workers: int = 1  # workers in the trial: an open loop's total rate is split over them
+    products: int = 0  # rows in the products table (endpoints of experiment 003)
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -45,7 +51,8 @@ class TrialSpec:
         unknown = set(data) - {f.name for f in fields(cls)}
         if unknown:
             raise InvalidTaskArguments(f"unknown fields: {', '.join(sorted(unknown))}")
-        required = {f.name for f in fields(cls) if f.default is MISSING}
+        required = {f.name for f in fields(cls)
+                    if f.default is MISSING and f.default_factory is MISSING}
         missing = required - set(data)
         if missing:
             raise InvalidTaskArguments(f"missing fields: {', '.join(sorted(missing))}")
@@ -55,6 +62,15 @@ class TrialSpec:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    def workload_spec(self) -> Workload:
+        """The trial's workload; none given: the hot key of ``keys`` in a closed loop."""
+        if not self.workload:
+            return Workload(single(Query.ORDERS, KeySet(), self.ttl_ms))
+        try:
+            return Workload.from_json(self.workload)
+        except InvalidWorkload as exc:
+            raise InvalidTaskArguments(f"workload: {exc}") from None
 
     def strategy_spec(self) -> StrategySpec:
         try:
@@ -78,6 +94,11 @@ class TrialSpec:
         _in_range("progress_interval_s", self.progress_interval_s, 0.01, 60)
         if self.redis_max_connections is not None:
             _in_range("redis_max_connections", self.redis_max_connections, 1, 100_000)
+        _in_range("workers", self.workers, 1, 10**4)
+        _in_range("products", self.products, 0, 10**10)
+        if self.stage_start_ns:
+            _in_range("stage_start_ns - start_ns", self.stage_start_ns - self.start_ns, 0, HOUR_NS)
+        self.workload_spec()
         if not self.keys or len(self.keys) > 10**6:
             raise InvalidTaskArguments("keys must hold 1 to 1,000,000 names")
         if not all(isinstance(k, str) and 0 < len(k) <= 200 for k in self.keys):
@@ -90,6 +111,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "strategy": (str,),
     "params": (dict,),
     "keys": (list,),
+    "workload": (dict,),
     "origin_span_s": (int, float),
     "progress_interval_s": (int, float),
 }

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -16,9 +17,11 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from results import transport
-from strategies import Deps, Outcome, Probe, Strategy, close_strategy
+from results.schema import REFRESH_OP
+from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
-from worker.origin import PooledOrigin, make_pool
+from worker.build import WRITER_CLIENT, Built, build
+from worker.origin import make_pool
 from worker.recorder import Recorder
 from worker.selfcheck import GeneratorLoad, GeneratorMonitor
 from worker.settings import Services
@@ -56,24 +59,29 @@ def measure_floor_ns(cache: redis.Redis, samples: int = FLOOR_SAMPLES) -> list[i
 class ClientGroup:
     """The client threads of one trial, held at a gate until the common start instant."""
 
-    def __init__(self, spec: TrialSpec, strategy: Strategy) -> None:
+    def __init__(self, spec: TrialSpec, built: Built) -> None:
         self.gate = threading.Event()
         self.stop = threading.Event()
-        self.recorders = [Recorder(spec.client_base + i, spec.keys) for i in range(spec.clients)]
+        self.recorders = [Recorder(spec.client_base + i, built.key_names, built.ops)
+                          for i in range(spec.clients)]
         self.failures: list[BaseException] = []
-        end_ns = spec.end_ns + spec.clock_offset_ns
-        self.threads = [
-            threading.Thread(target=self._guarded, args=(strategy, spec.keys, r, end_ns),
-                             name=f"client-{r.client}", daemon=True)
+        runs: list[tuple[Recorder, Callable[[], None]]] = [
+            (r, functools.partial(built.loop, built.ctx, r, self.gate, self.stop))
             for r in self.recorders
         ]
+        if built.writer is not None:
+            writer = Recorder(WRITER_CLIENT, built.key_names, built.ops)
+            self.recorders.append(writer)
+            runs.append((writer, functools.partial(built.writer, writer, self.gate, self.stop)))
+        self.threads = [threading.Thread(target=self._guarded, args=(run,),
+                                         name=f"client-{r.client}", daemon=True)
+                        for r, run in runs]
         for thread in self.threads:
             thread.start()
 
-    def _guarded(self, strategy: Strategy, keys: Sequence[str], recorder: Recorder,
-                 end_ns: int) -> None:
+    def _guarded(self, run: Callable[[], None]) -> None:
         try:
-            client_loop(strategy, keys, recorder, end_ns, self.gate, self.stop)
+            run()
         except BaseException as exc:  # noqa: BLE001 - a bug in the loop itself: the trial fails, loudly
             self.failures.append(exc)
 
@@ -93,51 +101,27 @@ class ClientGroup:
         return next((t for t in self.threads if t.is_alive()), None)
 
 
-def client_loop(strategy: Strategy, keys: Sequence[str], recorder: Recorder, end_ns: int,
-                gate: threading.Event, stop: threading.Event) -> None:
-    """Request after request until ``end_ns``; every failure becomes an error row."""
-    probe = Probe()
-    key_count = len(keys)
-    n = recorder.client
-    gate.wait()
-    while not stop.is_set():
-        t_start = time.time_ns()
-        if t_start >= end_ns:
-            return
-        code = n % key_count
-        n += 1
-        probe.reset()
-        error = None
-        t0 = time.perf_counter_ns()
-        try:
-            outcome = strategy.fetch(keys[code], probe)
-        except Exception as exc:  # noqa: BLE001 - every failure is recorded below as an error row
-            outcome = Outcome.ERROR
-            error = f"{type(exc).__name__}: {exc}"[:200]
-        recorder.add(code, t_start, time.perf_counter_ns() - t0, outcome, probe, error)
-
-
 def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[str, Any]:
     """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
     cache = redis_client(services.cache_url, spec.clients, spec.redis_max_connections)
     locks = redis_client(services.lock_url, spec.clients, spec.redis_max_connections)
     pool = make_pool(services.origin_dsn, spec.pool_size)
-    refreshes = Recorder(-(spec.worker_index + 1), spec.keys)
+    refreshes = RefreshRows()
     try:
         floor = measure_floor_ns(cache)
-        background = BackgroundWorker(_record_into(refreshes, spec.keys))
+        background = BackgroundWorker(refreshes)
         try:
-            deps = Deps(cache, locks, PooledOrigin(pool, spec.origin_span_s), spec.ttl_ms,
-                        background)
-            group, late_ns, load = _run_clients(spec, spec.strategy_spec().build(deps), progress)
+            built = build(spec, cache, locks, pool, background)
+            refreshes.bind(built, -(spec.worker_index + 2))
+            group, late_ns, load = _run_clients(spec, built, progress)
         finally:
             background.close()
     finally:
         pool.close()
         cache.close()
         locks.close()
-    batches = [r.to_batch() for r in group.recorders] + [refreshes.to_batch(op="refresh")]
-    batch = pa.Table.from_batches(batches).combine_chunks()
+    batch = pa.Table.from_batches([r.to_batch() for r in group.recorders + refreshes.recorders])
+    batch = batch.combine_chunks()
     return {
         "worker": f"{socket.gethostname()}:{os.getpid()}",
         "worker_index": spec.worker_index,
@@ -150,12 +134,12 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[s
     }
 
 
-def _run_clients(spec: TrialSpec, strategy: Strategy,
+def _run_clients(spec: TrialSpec, built: Built,
                  progress: Progress) -> tuple[ClientGroup, int, GeneratorLoad]:
     """Release the clients at the start instant and follow them to the end."""
     monitor = GeneratorMonitor()
     try:
-        group = ClientGroup(spec, strategy)
+        group = ClientGroup(spec, built)
         try:
             late_ns = _release_at(spec, group)
             monitor.start()
@@ -166,19 +150,31 @@ def _run_clients(spec: TrialSpec, strategy: Strategy,
         finally:
             load = monitor.stop()
     finally:
-        close_strategy(strategy)
+        for strategy in built.strategies:
+            close_strategy(strategy)
     return group, late_ns, load
 
 
-def _record_into(recorder: Recorder, keys: Sequence[str]) -> Callable[..., None]:
-    """Background jobs (swr's refresh) become ``refresh`` rows of one extra recorder."""
-    codes = {key: i for i, key in enumerate(keys)}
+class RefreshRows:
+    """Background jobs (swr's refresh) become ``refresh`` rows of one extra recorder.
 
-    def record(key: str, t_start_ns: int, latency_ns: int, outcome: Outcome, probe: Probe,
-               error: str | None) -> None:
-        recorder.add(codes[key], t_start_ns, latency_ns, outcome, probe, error)
+    Bound to the key table once the loop state is built; no job runs before the clients start.
+    """
 
-    return record
+    def __init__(self) -> None:
+        self.recorders: list[Recorder] = []
+        self._codes: dict[str, int] = {}
+        self._op = 0
+
+    def bind(self, built: Built, client: int) -> None:
+        self.recorders.append(built.refresh_recorder(client))
+        self._codes = {k: i for i, k in enumerate(built.key_names.to_pylist())}
+        self._op = built.ops.index(REFRESH_OP)
+
+    def __call__(self, key: str, t_start_ns: int, latency_ns: int, outcome: Outcome,
+                 probe: Probe, error: str | None) -> None:
+        self.recorders[0].add(self._codes[key], t_start_ns, latency_ns, outcome, probe, error,
+                              op=self._op)
 
 
 def _release_at(spec: TrialSpec, group: ClientGroup) -> int:

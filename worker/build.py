@@ -1,0 +1,73 @@
+"""Turn a trial spec into the loop context of this worker: loaders, strategies, tables, clock."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+import redis
+from psycopg_pool import ConnectionPool
+
+from results.schema import INVALIDATE_OP, REFRESH_OP
+from strategies import Background, Deps, Strategy
+from worker.loop import LoopContext, Tables, closed_loop, open_loop, writer_loop
+from worker.queries import EndpointLoader, OriginShape, ValueShaper
+from worker.recorder import Recorder
+from worker.schedule import Arrivals, Stages, segments
+from worker.spec import TrialSpec
+
+Loop = Callable[[LoopContext, Recorder, threading.Event, threading.Event], None]
+WRITER_CLIENT = -1  # client number of the invalidation writer's rows
+
+
+@dataclass
+class Built:
+    ctx: LoopContext
+    loop: Loop
+    key_names: pa.Array
+    ops: list[str]
+    writer: Callable[[Recorder, threading.Event, threading.Event], None] | None
+    strategies: list[Strategy]
+
+    def refresh_recorder(self, client: int) -> Recorder:
+        """Where background jobs (swr's refresh) are recorded, as ``refresh`` rows."""
+        return Recorder(client, self.key_names, self.ops)
+
+
+def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool,
+          background: Background | None = None) -> Built:
+    """Everything the client threads of this worker share, on this worker's clock."""
+    workload = spec.workload_spec()
+    shape = OriginShape(spec.origin_span_s, spec.products)
+    shaper = ValueShaper(workload.value_bytes, workload.compress)
+    loaders = [EndpointLoader(pool, ep.query, shape, shaper) for ep in workload.endpoints]
+    strategy = spec.strategy_spec()
+    built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background))
+             for loader, ep in zip(loaders, workload.endpoints, strict=True)]
+    fetchers = [s.fetch for s in built]
+    offset = spec.clock_offset_ns
+    stage0 = (spec.stage_start_ns or spec.start_ns) + offset
+    stages = Stages(stage0, round(workload.stage_s * 1e9), workload.stages)
+    bypass = [workload.bypass_at(0)] + [workload.bypass_at(s) for s in range(workload.stages)]
+    arrivals = None
+    if workload.open_loop:
+        rates = [workload.rate_at(s) for s in range(workload.stages)]
+        segs = segments(spec.start_ns + offset, spec.end_ns + offset, stages, rates)
+        arrivals = Arrivals(segs, spec.worker_index % spec.workers, spec.workers)
+    tables = Tables.build(workload, workload.seed * 7919 + spec.worker_index)
+    ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
+                      think_s=workload.think_ms / 1000, arrivals=arrivals,
+                      late_ns=round(workload.late_ms * 1e6), drop_ns=round(workload.drop_ms * 1e6))
+    ops = [*workload.names, INVALIDATE_OP, REFRESH_OP]
+    writer = None
+    if workload.invalidate_rate > 0 and spec.worker_index == 0:
+        writes = [loader.write for loader in loaders]
+
+        def writer(rec: Recorder, gate: threading.Event, stop: threading.Event) -> None:
+            writer_loop(ctx, rec, gate, stop, workload.invalidate_rate, writes, cache.delete,
+                        ops.index(INVALIDATE_OP))
+
+    loop: Loop = open_loop if workload.open_loop else closed_loop
+    return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built)
