@@ -57,12 +57,11 @@ def services_from(options: dict[str, Any]) -> Services | None:
     return Services(**{k: str(v) for k, v in given.items()})
 
 
-def remote_options(options: dict[str, Any]) -> dict[str, Any]:
-    """``--worker-timeout`` and ``--force-clock`` (absent when called without them: defaults)."""
-    extra: dict[str, Any] = {"force_clock": bool(options.get("force_clock"))}
-    if options.get("worker_timeout") is not None:
-        extra["timing"] = replace(Timing(), worker_wait_s=float(options["worker_timeout"]))
-    return extra
+def timing_from(options: dict[str, Any]) -> Timing:
+    """The default timing, with ``--worker-timeout`` when given."""
+    if options.get("worker_timeout") is None:
+        return Timing()
+    return replace(Timing(), worker_wait_s=float(options["worker_timeout"]))
 
 
 def config_from(options: dict[str, Any]) -> LaunchConfig:
@@ -73,14 +72,14 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
     out = options["out"] or Path("runs") / new_run_id()
     seed = options["seed"] if options["seed"] is not None else services is None
     workload = build_workload(options)
-    timing = Timing()
+    timing = timing_from(options)
     config = LaunchConfig(
         workers=options["workers"], clients=options["clients"], strategies=options["strategies"],
         ttl_s=options["ttl_s"], seconds=trial_seconds(workload, options["seconds"], timing.warmup_s),
         repeat=options["repeat"], out=out, services=services, scale=options["scale"],
         pool_size=options["pool_size"], origin_target_ms=options["origin_target_ms"], seed=seed,
         keys=primed_keys(workload), timing=timing, workload=workload,
-        **remote_options(options),
+        force_clock=bool(options.get("force_clock")),
         faults=tuple(options.get("faults") or ()),
     )
     if config.faults and services is not None:

@@ -68,10 +68,15 @@ def load(root: Path) -> RunData:
                     default=float("nan"))
         data.latency.append({"strategy": strategy, **latency_figures(rows), "floor_ms": floor})
         data.endpoints.extend({**g, "floor_ms": floor} for g in _grouped(strategy, rows, ("op",)))
-        if "stage" in data.columns:
+        if _staged(rows):
             data.stages.extend({**g, "floor_ms": floor}
                                for g in _grouped(strategy, rows, ("stage", "op")))
     return data
+
+
+def _staged(rows: pa.Table) -> bool:
+    """A staged run: its window rows fall into more than one stage (every run has the column)."""
+    return "stage" in rows.column_names and len(pc.unique(rows["stage"])) > 1
 
 
 def timeline(dataset: ds.Dataset, row: Mapping[str, Any], plan: Mapping[str, Any],

@@ -34,7 +34,8 @@ def test_origin_per_expiry() -> None:
 def rows(latencies_ms: list[float], outcomes: list[str], origin: list[int],
          t_start: list[int]) -> pa.Table:
     n = len(latencies_ms)
-    data = {name: [0] * n for name in REQUEST_SCHEMA.names}
+    data: dict[str, list[object]] = {
+        f.name: [False if f.type == pa.bool_() else 0] * n for f in REQUEST_SCHEMA}
     data.update({
         "run_id": ["r"] * n, "strategy": ["naive"] * n, "worker": ["w"] * n, "key": ["k"] * n,
         "op": ["get"] * n, "latency_ns": [int(ms * 1e6) for ms in latencies_ms],
