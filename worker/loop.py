@@ -65,12 +65,16 @@ class LoopContext:
     counter: itertools.count[int] = field(default_factory=itertools.count)
 
 
-def request(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, t_intended: int) -> None:
-    """One request chosen by table index ``j``; latency counts from ``t_intended``."""
+def request(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, t_intended: int,
+            t_start: int = 0) -> None:
+    """One request chosen by table index ``j``; latency counts from ``t_intended``.
+
+    A closed loop sends at once: it passes its start as ``t_start`` too, so the two are equal.
+    """
     tables = ctx.tables
     ep = tables.endpoint[j]
     code = tables.key_codes[ep][j]
-    t_start = time.time_ns()
+    t_start = t_start or time.time_ns()
     stage = ctx.stages.at(t_intended)
     bypass = tables.draws[j] < ctx.bypass[stage + 1]
     probe.reset()
@@ -100,7 +104,7 @@ def closed_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
         t = time.time_ns()
         if t >= ctx.end_ns:
             return
-        request(ctx, rec, probe, n & MASK, t)
+        request(ctx, rec, probe, n & MASK, t, t)
         n += 1
         if think:
             stop.wait(think)

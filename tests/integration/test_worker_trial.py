@@ -46,6 +46,7 @@ def test_clients_start_together_and_every_request_is_a_row(services: Services) -
     starts = rows["t_start_ns"]
     assert pc.min(starts).as_py() >= trial.start_ns
     assert pc.max(starts).as_py() < trial.end_ns
+    assert rows["t_intended_ns"].equals(starts)  # closed loop: sent when intended
     assert set(rows["outcome"].to_pylist()) <= {"hit", "filled", "waited"}
     assert pc.sum(rows["origin_called"]).as_py() >= 1  # the 200 ms TTL expired several times
     assert progress and progress[-1]["requests"] > 0
