@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from worker.queries import EndpointLoader, OriginShape, ValueShaper
 from worker.recorder import Recorder
 from worker.schedule import Arrivals, Stages, segments
 from worker.spec import TrialSpec
+from worker.workload import Workload
 
 Loop = Callable[[LoopContext, Recorder, threading.Event, threading.Event], None]
 WRITER_CLIENT = -1  # client number of the invalidation writer's rows
@@ -56,7 +58,7 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
         rates = [workload.rate_at(s) for s in range(workload.stages)]
         segs = segments(spec.start_ns + offset, spec.end_ns + offset, stages, rates)
         arrivals = Arrivals(segs, spec.worker_index % spec.workers, spec.workers)
-    tables = Tables.build(workload, workload.seed * 7919 + spec.worker_index)
+    tables = _tables(workload, workload.seed * 7919 + spec.worker_index)
     ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
                       think_s=workload.think_ms / 1000, arrivals=arrivals,
                       late_ns=round(workload.late_ms * 1e6), drop_ns=round(workload.drop_ms * 1e6))
@@ -71,3 +73,9 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
 
     loop: Loop = open_loop if workload.open_loop else closed_loop
     return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built)
+
+
+@functools.lru_cache(maxsize=4)
+def _tables(workload: Workload, seed: int) -> Tables:
+    """Tables are the same for every trial of a run: built once per worker process."""
+    return Tables.build(workload, seed)

@@ -13,6 +13,8 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from worker.workload import KeyKind, KeySet
 
 TABLE_BITS = 17
@@ -32,22 +34,28 @@ def key_table(keys: KeySet, rng: random.Random, size: int = TABLE_SIZE) -> array
 
 def weighted_table(weights: Sequence[float], rng: random.Random, size: int = TABLE_SIZE) -> array[int]:
     """Indices in exact proportion to ``weights`` (largest remainder), shuffled."""
+    if len(weights) == 1:
+        return array("b", bytes(size))
     total = sum(weights)
     exact = [w / total * size for w in weights]
     counts = [int(x) for x in exact]
     by_remainder = sorted(range(len(weights)), key=lambda i: counts[i] - exact[i])
     for i in by_remainder[: size - sum(counts)]:
         counts[i] += 1
-    table = [i for i, c in enumerate(counts) for _ in range(c)]
-    rng.shuffle(table)
-    return array("b", table)
+    table = np.repeat(np.arange(len(weights), dtype=np.int8), counts)
+    return array("b", _shuffled(table, rng).tobytes())
 
 
 def uniform_table(rng: random.Random, size: int = TABLE_SIZE) -> array[float]:
     """Stratified draws in [0, 1): ``u < p`` holds for exactly ``round(p * size)`` entries."""
-    values = [(i + 0.5) / size for i in range(size)]
-    rng.shuffle(values)
-    return array("d", values)
+    values = (np.arange(size, dtype=np.float64) + 0.5) / size
+    return array("d", _shuffled(values, rng).tobytes())
+
+
+def _shuffled(values: np.ndarray, rng: random.Random) -> np.ndarray:
+    """A permutation drawn from ``rng`` (numpy's shuffle: milliseconds, not a tenth of a second,
+    for a table of 2**17, which a worker builds while the start instant approaches)."""
+    return np.random.default_rng(rng.getrandbits(64)).permutation(values)
 
 
 @dataclass(frozen=True)

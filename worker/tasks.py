@@ -8,13 +8,24 @@ from typing import Any
 
 from celery import Task
 
+from results import transport
 from worker.app import BASELINE, CLOCK, RUN_TRIAL, app
 from worker.baseline import BaselineSpec, run_baseline
+from worker.recorder import Recorder
 from worker.settings import Services
 from worker.spec import InvalidTaskArguments, TrialSpec
 from worker.trial import run_trial
 
 log = logging.getLogger(__name__)
+
+
+def _warm_up() -> None:
+    """Pay one-time costs (pyarrow's lazy imports, pandas among them when installed) when the
+    worker starts, not inside the first trial's lead time, where they made it start late."""
+    transport.decode(transport.encode(Recorder(0, ["warm-up"]).to_batch()))
+
+
+_warm_up()
 
 
 @app.task(name=RUN_TRIAL, bind=True)
