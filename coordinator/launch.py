@@ -29,7 +29,7 @@ from coordinator.workload_options import apply_preset, build_workload, trial_sec
 from results import fault_table, store, table
 from worker.app import make_app
 from worker.settings import ENV, Services
-from worker.workload import Workload
+from worker.workload import KeyKind, Workload
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
@@ -104,8 +104,11 @@ def primed_keys(workload: Workload) -> tuple[str, ...]:
 
 
 def print_workload_tables(workload: Workload, root: Path, trials: list[dict[str, Any]]) -> None:
-    """Peak origin rate and open-loop sends per trial; per stage and endpoint when there are several."""
-    click.echo("\n" + table.render_load(trials))
+    """Peak origin rate and open-loop sends per trial (not for the plain hot-key closed loop);
+    per stage and endpoint when there are several."""
+    plain = not workload.open_loop and all(ep.keys.kind is KeyKind.HOT for ep in workload.endpoints)
+    if not plain:
+        click.echo("\n" + table.render_load(trials))
     if workload.stages > 1 or len(workload.endpoints) > 1:
         rows = store.requests_dataset(root).to_table()
         click.echo("\nper stage and endpoint (after warm-up):\n"
