@@ -53,9 +53,11 @@ def _chunk(rng: np.random.Generator, n: int, strategy: str, repeat: int, start: 
                             pa.scalar(None, pa.string())),
         "in_window": pa.array(t_start >= start + 10**9),
     }
-    names = [f.name for f in REQUEST_SCHEMA if f.name != "trial"]
     schema = REQUEST_SCHEMA.remove(REQUEST_SCHEMA.get_field_index("trial"))
-    return pa.table({k: columns[k] for k in names}).cast(schema)
+    for field in schema:  # columns added since (stage, bypass, local_hit, ...): zeros
+        if field.name not in columns:
+            columns[field.name] = pa.array(np.zeros(n, np.int64)).cast(field.type)
+    return pa.table({f.name: columns[f.name] for f in schema}).cast(schema)
 
 
 def build(root: Path, rows: int = ROWS) -> None:

@@ -32,7 +32,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # against a DB of its own; here the DB shares 2 cores with the load generator, and 300 req/s
     # is what saturates it at 100 % bypass (9 heavy rankings/s of ~0.1 s each, alone).
     "bypass-ramp": {
-        "mix": "shop", "keys": "many:100000", "rate": "300", "bypass": "0,25,50,75,100",
+        "mix": "shop", "keys": "many:100000", "rate": "400", "bypass": "0,25,50,75,100",
         "stage_seconds": 10.0, "ttl_s": 50.0, "pool_size": 20, "workers": 1, "clients": 200,
         "strategies": "naive", "scale": 3_000_000,
     },

@@ -28,9 +28,10 @@ def under_fault(rows: pa.Table, start_ns: int, end_ns: int) -> dict[str, int]:
 
 def behaviour(requests: int, errors: int) -> str:
     """``fail-open`` when most requests under the fault still got a value (some failed),
-    ``fail-closed`` when most failed, ``unaffected`` when none did."""
+    ``fail-closed`` when most failed, ``no errors`` when none did (the origin may still
+    have taken the herd: read the origin calls beside it)."""
     if requests == 0:
         return "no requests"
     if errors == 0:
-        return "unaffected"
+        return "no errors"
     return "fail-open" if errors * 2 < requests else "fail-closed"

@@ -31,7 +31,7 @@ def render(trials: Iterable[Mapping[str, Any]]) -> str:
     widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
               for i, c in enumerate(COLUMNS)]
     out = ["under fault (requests started while it held):",
-           "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)),
+           "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip(),
            "  ".join("-" * w for w in widths)]
     out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
     return "\n".join(out)
