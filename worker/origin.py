@@ -6,13 +6,9 @@ a connection, not the database (experiment 003).
 
 from __future__ import annotations
 
-import time
 from datetime import UTC, datetime, timedelta
 
-import orjson
 from psycopg_pool import ConnectionPool
-
-from strategies import Probe
 
 # pg_stat_statements stores this statement with $1/$2 in place of the bounds; the coordinator
 # finds its counter by ORIGIN_MARK, a fragment that survives that normalisation.
@@ -56,30 +52,3 @@ def make_pool(dsn: str, size: int, timeout_s: float = 10.0, app_name: str = WORK
     )
     pool.open(wait=True, timeout=timeout_s)
     return pool
-
-
-class PooledOrigin:
-    """A ``Loader`` that runs ORIGIN_SQL through a pool and records its costs in the probe."""
-
-    def __init__(self, pool: ConnectionPool, span_s: float, pool_timeout_s: float = 5.0) -> None:
-        self._pool = pool
-        self._span_s = span_s
-        self._pool_timeout_s = pool_timeout_s
-
-    def load(self, key: str, probe: Probe) -> bytes:
-        start, end = window_for(key, self._span_s)
-        asked = time.perf_counter_ns()
-        with self._pool.connection(timeout=self._pool_timeout_s) as conn:
-            got = time.perf_counter_ns()
-            probe.pool_wait_ns += got - asked
-            probe.origin_start_ns = time.time_ns()
-            row = conn.execute(ORIGIN_SQL, (start, end)).fetchone()
-            probe.origin_ns += time.perf_counter_ns() - got
-            probe.origin_calls += 1
-        if row is None:
-            raise RuntimeError("origin query returned no row")
-        orders, revenue, average = row
-        return orjson.dumps(
-            {"key": key, "orders": orders, "revenue": revenue, "avg": average,
-             "computed_at_ns": time.time_ns()}
-        )

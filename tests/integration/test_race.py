@@ -12,7 +12,9 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 import strategies
 from coordinator.dataset import origin_db_calls
 from strategies import Deps, Outcome, Probe
-from worker.origin import PooledOrigin, make_pool
+from worker.origin import make_pool
+from worker.queries import EndpointLoader, OriginShape
+from worker.workload import Query
 
 THREADS = 50
 SPAN_S = 180 * 86400.0  # half the seeded year: about 10 ms per query, a wide race window
@@ -25,11 +27,16 @@ def pool(postgres_dsn: str) -> Iterator[ConnectionPool]:
     pool.close()
 
 
+def orders_loader(pool: ConnectionPool, pool_timeout_s: float = 5.0) -> EndpointLoader:
+    """The real origin query of the hot-key workload, as the workers run it."""
+    return EndpointLoader(pool, Query.ORDERS, OriginShape(SPAN_S), pool_timeout_s=pool_timeout_s)
+
+
 def race(name: str, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool
          ) -> tuple[list[Outcome], int]:
     """Release THREADS clients at once on a missing key; return outcomes and origin calls."""
     spec = strategies.parse(name)
-    strategy = spec.build(Deps(cache, locks, PooledOrigin(pool, SPAN_S), ttl_ms=5000))
+    strategy = spec.build(Deps(cache, locks, orders_loader(pool), ttl_ms=5000))
     barrier = threading.Barrier(THREADS)
     outcomes: list[Outcome] = []
     calls: list[int] = []
@@ -76,7 +83,7 @@ def test_a_waiter_gives_up_after_its_bounded_wait(cache: redis.Redis, locks: red
                                                   pool: ConnectionPool) -> None:
     locks.set("lock:orders:0", b"someone-else", px=10_000)
     strategy = strategies.parse("lock:max_wait_ms=50,poll_ms=5").build(
-        Deps(cache, locks, PooledOrigin(pool, SPAN_S), ttl_ms=5000))
+        Deps(cache, locks, orders_loader(pool), ttl_ms=5000))
     with pytest.raises(strategies.LockWaitTimeout):
         strategy.fetch("orders:0", Probe())
     assert locks.get("lock:orders:0") == b"someone-else"  # never deleted someone else's lock
@@ -84,8 +91,8 @@ def test_a_waiter_gives_up_after_its_bounded_wait(cache: redis.Redis, locks: red
 
 def test_origin_records_pool_wait_apart_from_query_time(pool: ConnectionPool) -> None:
     probe = Probe()
-    value = PooledOrigin(pool, SPAN_S).load("orders:3", probe)
-    assert b'"orders"' in value
+    value = orders_loader(pool).load("orders:3", probe)
+    assert b'"rows"' in value
     assert probe.origin_calls == 1
     assert probe.origin_ns > 0 and probe.pool_wait_ns > 0
     assert probe.origin_start_ns > 0
@@ -95,6 +102,6 @@ def test_origin_failure_is_raised_not_hidden(postgres_dsn: str) -> None:
     small = make_pool(postgres_dsn, 1)
     try:
         with small.connection(), pytest.raises(PoolTimeout, match="couldn't get a connection"):
-            PooledOrigin(small, SPAN_S, pool_timeout_s=0.1).load("orders:0", Probe())
+            orders_loader(small, pool_timeout_s=0.1).load("orders:0", Probe())
     finally:
         small.close()
