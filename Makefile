@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint setup system-deps bench clean
+.PHONY: demo test test-deps lint setup system-deps bench clean
 
 $(BIN)/coordinator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -13,9 +13,9 @@ $(BIN)/coordinator: pyproject.toml
 
 setup: system-deps $(BIN)/coordinator
 
-# PostgreSQL server binaries come from the system; installed here when missing and root.
+# Python venv support and PostgreSQL come from the system; installed here when missing and root.
 system-deps:
-	@sh scripts/ensure-postgres.sh
+	@PYTHON=$(PYTHON) sh scripts/ensure-system.sh
 
 demo: setup
 	$(BIN)/coordinator launch --workers 8
@@ -24,7 +24,13 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: lint
+# Headless Chromium renders the HTML report in a test (skipped, with the reason, without it).
+test-deps:
+	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
+		echo "chromium could not be installed: the report screenshot test will be skipped" >&2
+
+test: lint test-deps
 	$(BIN)/pytest -q
 
 # redis-benchmark (benchmark 2) comes with Debian's redis-tools.

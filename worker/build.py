@@ -61,7 +61,8 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
     tables = _tables(workload, workload.seed * 7919 + spec.worker_index)
     ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
                       think_s=workload.think_ms / 1000, arrivals=arrivals,
-                      late_ns=round(workload.late_ms * 1e6), drop_ns=round(workload.drop_ms * 1e6))
+                      late_ns=round(workload.late_ms * 1e6), drop_ns=round(workload.drop_ms * 1e6),
+                      start_ns=spec.start_ns + offset)
     ops = [*workload.names, INVALIDATE_OP, REFRESH_OP]
     writer = None
     if workload.invalidate_rate > 0 and spec.worker_index == 0:

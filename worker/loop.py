@@ -62,6 +62,7 @@ class LoopContext:
     arrivals: Arrivals | None = None
     late_ns: int = 10_000_000
     drop_ns: int = 1_000_000_000
+    start_ns: int = 0  # the common start instant (worker clock); 0: at once
     counter: itertools.count[int] = field(default_factory=itertools.count)
 
 
@@ -93,13 +94,25 @@ def request(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, t_intended: i
     rec.add(code, t_start, latency, outcome, probe, error, t_intended, ep, stage, bypass)
 
 
+def wait_for_start(ctx: LoopContext, gate: threading.Event, stop: threading.Event) -> bool:
+    """Each client thread sleeps to the start instant itself; False when the trial was stopped.
+
+    The gate opens early (setup done): no thread has to be woken by another at the instant,
+    so the first requests are not queued behind the thread that would have opened it.
+    """
+    gate.wait()
+    left = ctx.start_ns - time.time_ns()
+    return not (stop.wait(left / 1e9) if left > 0 else stop.is_set())
+
+
 def closed_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
                 stop: threading.Event) -> None:
     """Request after request until the end instant, with the think time between them."""
     probe = Probe()
     n = rec.client * SPREAD
     think = ctx.think_s
-    gate.wait()
+    if not wait_for_start(ctx, gate, stop):
+        return
     while not stop.is_set():
         t = time.time_ns()
         if t >= ctx.end_ns:
@@ -119,7 +132,8 @@ def open_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
     """
     assert ctx.arrivals is not None
     probe = Probe()
-    gate.wait()
+    if not wait_for_start(ctx, gate, stop):
+        return
     while not stop.is_set():
         k = next(ctx.counter)
         intended = ctx.arrivals.instant(k)
@@ -156,7 +170,8 @@ def writer_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event, stop: th
     tables = ctx.tables
     probe = Probe()
     period_ns = round(1e9 / rate)
-    gate.wait()
+    if not wait_for_start(ctx, gate, stop):
+        return
     intended = time.time_ns()
     for k in itertools.count():
         if stop.is_set() or intended >= ctx.end_ns:

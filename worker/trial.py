@@ -30,6 +30,7 @@ from worker.spec import TrialSpec
 Progress = Callable[[dict[str, Any]], None]
 FLOOR_SAMPLES = 200
 JOIN_GRACE_S = 15.0
+SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
 
 
 def redis_client(url: str, clients: int, max_connections: int | None = None,
@@ -97,6 +98,11 @@ class ClientGroup:
             "errors": sum(r.errors for r in self.recorders),
         }
 
+    def first_start_ns(self) -> int:
+        """The earliest request of this worker (this host's clock): how late it really began."""
+        firsts = [r.t_start_ns[0] for r in self.recorders if len(r)]
+        return min(firsts) if firsts else time.time_ns()
+
     def running(self) -> threading.Thread | None:
         return next((t for t in self.threads if t.is_alive()), None)
 
@@ -141,7 +147,7 @@ def _run_clients(spec: TrialSpec, built: Built,
     try:
         group = ClientGroup(spec, built)
         try:
-            late_ns = _release_at(spec, group)
+            target = _open_gate(spec, group)
             monitor.start()
             _report_until_done(spec, group, progress)
         except BaseException:
@@ -152,7 +158,7 @@ def _run_clients(spec: TrialSpec, built: Built,
     finally:
         for strategy in built.strategies:
             close_strategy(strategy)
-    return group, late_ns, load
+    return group, group.first_start_ns() - target, load
 
 
 class RefreshRows:
@@ -177,14 +183,15 @@ class RefreshRows:
                               op=self._op)
 
 
-def _release_at(spec: TrialSpec, group: ClientGroup) -> int:
-    """Sleep until the start instant (on this host's clock), then open the gate."""
+def _open_gate(spec: TrialSpec, group: ClientGroup) -> int:
+    """Open the gate now (each client sleeps to the start instant itself), then keep the main
+    thread off the CPU until the clients are under way; return the start on this host's clock."""
     target = spec.start_ns + spec.clock_offset_ns
-    while (remaining := target - time.time_ns()) > 0:
-        time.sleep(min(remaining / 1e9, 0.05))
-    late = time.time_ns() - target
     group.gate.set()
-    return late
+    settled = target + SETTLE_NS
+    while (remaining := settled - time.time_ns()) > 0:
+        time.sleep(min(remaining / 1e9, 0.05))
+    return target
 
 
 def _report_until_done(spec: TrialSpec, group: ClientGroup, progress: Progress) -> None:

@@ -1,0 +1,29 @@
+#!/bin/sh
+# What the project needs from the system, checked before the virtualenv is made:
+# - Python's venv support (Debian ships it apart: python3-venv);
+# - PostgreSQL server binaries (initdb, postgres, pg_stat_statements) for the embedded stack.
+# On Debian as root missing pieces are installed with apt; otherwise we say what to install.
+set -eu
+python=${PYTHON:-python3}
+
+missing=""
+"$python" -c "import ensurepip, venv" 2>/dev/null || missing="$missing python3-venv"
+found_pg=""
+for dir in ${STAMPEDE_PG_BINDIR:-} /usr/lib/postgresql/*/bin; do
+  if [ -n "$dir" ] && [ -x "$dir/initdb" ] && [ -x "$dir/postgres" ]; then
+    found_pg=yes
+  fi
+done
+[ -n "$found_pg" ] || missing="$missing postgresql"
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "installing with apt-get:$missing" >&2
+  apt-get update -qq
+  # shellcheck disable=SC2086  # one word per package
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+  exit 0
+fi
+echo "missing:$missing. On Debian: sudo apt-get install$missing" >&2
+echo "(or point STAMPEDE_PG_BINDIR at the directory holding initdb and postgres)" >&2
+exit 1
