@@ -25,7 +25,7 @@ def test_preset_fills_defaults_and_explicit_options_win() -> None:
     config = _config(["--preset", "bypass-ramp", "--pool-size", "7"])
     work = config.workload
     assert config.pool_size == 7  # explicit
-    assert work.rates == (300.0,) and work.bypass == (0, 0.25, 0.5, 0.75, 1.0)
+    assert work.rates == (400.0,) and work.bypass == (0, 0.25, 0.5, 0.75, 1.0)
     assert [e.name for e in work.endpoints] == ["product", "ranking"]
     assert config.seconds == config.timing.warmup_s + 5 * 10.0  # warm-up + stages
 
