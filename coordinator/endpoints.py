@@ -43,5 +43,5 @@ def endpoint_origin(config: LaunchConfig, dsn: str, span_s: float,
     for ep in config.workload.endpoints:
         medians[ep.name] = round(dataset.query_median_ms(dsn, ep.query, shape), 3)
         console.say(f"origin: endpoint {ep.name} ({ep.query.value}, weight {ep.weight:g}, "
-                    f"ttl {ep.ttl_ms / 1000:g} s) median {medians[ep.name]:.2f} ms")
+                    f"ttl {ep.ttl_ms / 1000:g} s) median {medians[ep.name]:.2f} ms over 15 keys")
     return {"products": products, "endpoint_median_ms": medians}

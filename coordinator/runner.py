@@ -152,7 +152,7 @@ def _prepare_origin(config: LaunchConfig, services: Services, console: Console) 
         console.say(f"origin: seeded {config.scale:,} orders in {time.monotonic() - t0:.1f} s")
     cal = dataset.calibrate(dsn, config.origin_target_ms)
     console.say(f"origin: range aggregate over {cal.span_s / 3600:.1f} h of orders, "
-                f"median {cal.median_ms:.2f} ms (target {config.origin_target_ms} ms)")
+                f"median {cal.median_ms:.2f} ms on the hot key (target {config.origin_target_ms} ms)")
     return {"span_s": cal.span_s, "median_ms": cal.median_ms, "samples": cal.samples,
             "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None,
             **endpoint_origin(config, dsn, cal.span_s, console)}
