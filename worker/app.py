@@ -1,4 +1,4 @@
-"""The Celery app: Redis broker and result backend, JSON only (never pickle).
+"""The Celery app: Redis broker and result backend, JSON only (no other serializer accepted).
 
 ``celery -A worker.app worker`` reads the broker from ``STAMPEDE_BROKER_URL``; the coordinator
 builds its own client app with ``make_app(url)`` and sends tasks by name.
