@@ -36,9 +36,10 @@ PRESETS: dict[str, dict[str, Any]] = {
         "stage_seconds": 10.0, "ttl_s": 50.0, "pool_size": 20, "workers": 1, "clients": 200,
         "strategies": "naive", "scale": 3_000_000,
     },
-    "two-level": {  # 004: large compressed values on one hot key; lock with waiters
+    "two-level": {  # 004: large compressed values on one hot key: Redis alone, then local + Redis
         "keys": "hot", "value_bytes": 2_000_000, "compress": True, "clients": 20, "workers": 2,
-        "ttl_s": 2.0, "seconds": 7.0, "strategies": "naive,lock", "scale": 200_000,
+        "ttl_s": 2.0, "seconds": 7.0, "strategies": "naive,lock-dc,two-level", "scale": 200_000,
+        "think_ms": 1.0,  # local hits never release the GIL: without a pause they starve the filler
     },
 }
 

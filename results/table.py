@@ -47,6 +47,13 @@ def _fmt_ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.1f}"
 
 
+def _ms(value: float) -> str:
+    """Milliseconds with the digits that matter: 0.012 (a local hit), 6.51, 104.4."""
+    if math.isnan(value):
+        return "n/a"
+    return f"{value:.3f}" if value < 0.1 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
+
+
 def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
     requests = sum(int(r["requests"]) for r in rows)
     errors = sum(int(r["errors"]) for r in rows)
@@ -59,8 +66,8 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
         " ".join(f"{float(r['origin_per_expiry']):.1f}" for r in rows),
         f"{_median(rows, 'origin_per_expiry'):.1f}",
         f"{_median(rows, 'rps'):,.0f}",
-        f"{p50:.2f}" + ("!" if any(r["below_floor"] for r in rows) else ""),
-        f"{_median(rows, 'p99_ms'):.1f}",
+        _ms(p50) + ("!" if any(r["below_floor"] for r in rows) else ""),
+        _ms(_median(rows, "p99_ms")),
         f"{errors / requests:.2%}" if requests else "n/a",
         f"{sum(int(r['waits']) for r in rows):,}",
         f"{sum(int(r['stale_served']) for r in rows):,}",
