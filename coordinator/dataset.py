@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 
@@ -59,17 +61,22 @@ def seed_orders(dsn: str, rows: int) -> None:
         conn.execute("VACUUM ANALYZE orders")
 
 
-def median_query_ms(dsn: str, span_s: float, samples: int = CALIBRATION_SAMPLES) -> float:
-    """Median wall time of the origin query for the hot key's window, warm cache."""
-    start, end = window_for("orders:0", span_s)
+def _median_ms(dsn: str, sql: str, params: Sequence[tuple[Any, ...]], warm_up: int) -> float:
+    """Median wall time of ``sql`` over ``params``; the first ``warm_up`` runs are not counted
+    (they read pages into the buffer cache)."""
     times = []
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for i in range(samples + 5):
+        for i, args in enumerate(params):
             t0 = time.perf_counter()
-            conn.execute(ORIGIN_SQL, (start, end)).fetchone()
-            if i >= 5:  # the first runs read pages into the buffer cache
+            conn.execute(sql, args).fetchall()
+            if i >= warm_up:
                 times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1000
+
+
+def median_query_ms(dsn: str, span_s: float, samples: int = CALIBRATION_SAMPLES) -> float:
+    """Median wall time of the origin query for the hot key's window, warm cache."""
+    return _median_ms(dsn, ORIGIN_SQL, [window_for("orders:0", span_s)] * (samples + 5), 5)
 
 
 def calibrate(dsn: str, target_ms: float) -> Calibration:
@@ -115,15 +122,8 @@ def seed_products(dsn: str, rows: int) -> None:
 
 def query_median_ms(dsn: str, query: Query, shape: OriginShape, samples: int = 15) -> float:
     """Median wall time of one endpoint's origin query over ``samples`` keys, warm cache."""
-    times = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        for i in range(samples + 2):
-            params = shape.params(query, f"{query.value}:{i * 7919}")
-            t0 = time.perf_counter()
-            conn.execute(sql_of(query), params).fetchall()
-            if i >= 2:
-                times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+    params = [shape.params(query, f"{query.value}:{i * 7919}") for i in range(samples + 2)]
+    return _median_ms(dsn, sql_of(query), params, 2)
 
 
 def origin_db_calls(dsn: str, queries: tuple[Query, ...] = tuple(Query)) -> int:

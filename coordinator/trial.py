@@ -20,13 +20,17 @@ from coordinator.priming import Primer
 from results import checks, metrics, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
-from worker.origin import COORDINATOR_APP, ORIGIN_MARK, make_pool
-from worker.queries import OriginShape
+from worker.origin import COORDINATOR_APP, make_pool
+from worker.queries import MARKS, OriginShape
 from worker.settings import Services
 from worker.spec import TrialSpec
 from worker.trial import redis_client
 
 _ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns")
+
+
+def window_of(plan: TrialPlan) -> metrics.Window:
+    return metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.expiry_events)
 
 
 class TrialRunner:
@@ -70,7 +74,7 @@ class TrialRunner:
         db_calls = dataset.origin_db_calls(self.services.origin_dsn) - db_before
         statements = checks.statement_rows(
             statements_before, dataset.statement_snapshot(self.services.origin_dsn),
-            self.writer.root.name, plan.trial, ORIGIN_MARK)
+            self.writer.root.name, plan.trial, tuple(MARKS.values()))
         present = [(w, r) for w, r in zip(self.workers, gathered.results, strict=True) if r]
         rows = self._gather_rows(plan, present)
         self.writer.write_requests(plan.trial, rows)
@@ -148,18 +152,17 @@ class TrialRunner:
         for name, value in constants.items():
             wire = wire.append_column(REQUEST_SCHEMA.field(name), pa.array([value] * n,
                                       REQUEST_SCHEMA.field(name).type))
-        window = metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.expiry_events)
-        wire = wire.append_column("in_window", metrics.in_window(wire["t_start_ns"], window))
+        wire = wire.append_column("in_window",
+                                  metrics.in_window(wire["t_start_ns"], window_of(plan)))
         return wire.select(REQUEST_SCHEMA.names).cast(REQUEST_SCHEMA)
 
     def _summarise(self, plan: TrialPlan, rows: pa.Table, results: Sequence[dict[str, Any]],
                    db_calls: int) -> dict[str, Any]:
-        window = metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.expiry_events)
+        window = window_of(plan)
         floor_ms = min(r["floor_p5_ns"] for r in results) / 1e6
         figures = metrics.summarise(rows, window, floor_ms)
-        firsts = [pc.min(rows.filter(pc.equal(rows["worker"], w))["t_start_ns"]).as_py()
-                  for w in set(rows["worker"].to_pylist())]
-        firsts = [f for f in firsts if f is not None]
+        firsts = rows.group_by("worker").aggregate([("t_start_ns", "min")])["t_start_ns_min"]
+        firsts = [f for f in firsts.to_pylist() if f is not None]
         return {
             "run_id": self.writer.root.name, "trial": plan.trial, "strategy": plan.strategy.label,
             "params": orjson.dumps(dict(plan.strategy.params)).decode(), "repeat": plan.repeat,

@@ -6,7 +6,7 @@ of ``trials.parquet`` / rows of ``statements.parquet``, so the table and the rep
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 # A CPython worker is GIL-bound: at 90% of one core its clients queue for the interpreter.
@@ -51,8 +51,11 @@ def saturation_reason(row: Mapping[str, Any]) -> str:
 
 
 def statement_rows(before: Snapshot, after: Snapshot, run_id: str, trial: int,
-                   origin_mark: str) -> list[dict[str, Any]]:
-    """Per-statement calls and time during the trial, with each one's share of database time."""
+                   origin_marks: Collection[str]) -> list[dict[str, Any]]:
+    """Per-statement calls and time during the trial, with each one's share of database time.
+
+    A statement is an origin statement when it holds one of ``origin_marks`` (every endpoint's
+    query, the same set the origin-call cross-check counts)."""
     deltas = []
     for queryid, (query, calls, total_ms) in after.items():
         _, calls0, total0 = before.get(queryid, (query, 0, 0.0))
@@ -63,7 +66,7 @@ def statement_rows(before: Snapshot, after: Snapshot, run_id: str, trial: int,
     return [
         {"run_id": run_id, "trial": trial, "queryid": queryid, "query": query[:500],
          "calls": calls, "total_ms": total, "mean_ms": total / calls,
-         "share": total / db_time if db_time > 0 else 0.0, "is_origin": origin_mark in query}
+         "share": total / db_time if db_time > 0 else 0.0, "is_origin": any(m in query for m in origin_marks)}
         for queryid, query, calls, total in deltas
     ]
 

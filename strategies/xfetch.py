@@ -44,11 +44,6 @@ class DeltaMode(enum.StrEnum):
     REFILL = "refill"  # the whole refill as the client sees it: pool wait, scheduling, query
 
 
-def _check_beta(beta: float) -> None:
-    if not beta > 0:
-        raise ValueError("beta must be > 0")
-
-
 @dataclass(frozen=True)
 class XFetchParams(CommonParams):
     beta: float = 1.0
@@ -56,17 +51,13 @@ class XFetchParams(CommonParams):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        _check_beta(self.beta)
+        if not self.beta > 0:
+            raise ValueError("beta must be > 0")
 
 
 @dataclass(frozen=True)
-class XFetchLockParams(LockParams):
-    beta: float = 1.0
-    delta: DeltaMode = DeltaMode.REFILL
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        _check_beta(self.beta)
+class XFetchLockParams(LockParams, XFetchParams):
+    """The lock's parameters and XFetch's, each checked once (cooperative ``__post_init__``)."""
 
 
 @register

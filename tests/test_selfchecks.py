@@ -117,7 +117,7 @@ def test_extra_origin_query_in_the_window_is_reported_as_a_mismatch(
     result = run_trial(trial, services, lambda _: None)
     thread.join()
     db_calls = dataset.origin_db_calls(dsn) - before_calls
-    statements = checks.statement_rows(before, dataset.statement_snapshot(dsn), "x", 1, ORIGIN_MARK)
+    statements = checks.statement_rows(before, dataset.statement_snapshot(dsn), "x", 1, (ORIGIN_MARK,))
     rows = transport.decode(result["rows"])
     client_calls = int(pc.sum(rows["origin_called"]).as_py())
     assert client_calls > 0 and db_calls == client_calls + 1
