@@ -18,16 +18,18 @@ import redis
 from celery.utils import worker_direct
 
 import strategies
-from coordinator import dataset, dispatch
+from coordinator import dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.defaults import Timing
+from coordinator.dispatch import client_app
+from coordinator.origin import seed
 from coordinator.plan import Schedule, TrialPlan, plan_trial
 from coordinator.stack import EmbeddedStack
 from coordinator.trial import TrialRunner
+from model.wire import BASELINE
+from model.workload import KeySet, Query, Workload, single
 from results.store import RunWriter, read_trials
-from worker.app import BASELINE, make_app
-from worker.workload import KeySet, Query, Workload, single
 
 WORKERS, CLIENTS, SECONDS, ROUNDS, SYNC_TRIALS = 8, 200, 5.0, 2, 20
 HOT = "orders:0"
@@ -38,10 +40,10 @@ class Bench:
 
     def __init__(self, stack: EmbeddedStack) -> None:
         self.services = stack.services
-        self.app = make_app(self.services.broker_url)
+        self.app = client_app(self.services.broker_url)
         self.console = Console(quiet=True)
         self.workers = dispatch.wait_for_workers(self.app, WORKERS, 60, lambda _: None)
-        dataset.seed_orders(self.services.origin_dsn, 20_000)
+        seed.seed_orders(self.services.origin_dsn, 20_000)
         # The key's TTL (600 s) outlives every trial: primed once per trial, every request hits.
         self.config = LaunchConfig(workers=WORKERS, clients=CLIENTS, strategies=(),
                                    ttl_s=1.0, seconds=SECONDS, repeat=1, out=Path("."),

@@ -18,7 +18,7 @@ from celery import Celery
 from celery.utils import worker_direct
 
 from coordinator.defaults import Timing
-from worker.app import CLOCK
+from model.wire import CLOCK
 
 ROUNDS = 7
 REPLY_TIMEOUT_S = 10.0

@@ -7,11 +7,11 @@ from pathlib import Path
 
 from coordinator import defaults
 from coordinator.defaults import Timing
-from coordinator.faults import Fault
+from coordinator.faults.spec import Fault
 from coordinator.plan import Schedule
+from model.services import Services
+from model.workload import KeySet, Query, Workload, single
 from strategies import StrategySpec
-from worker.settings import Services
-from worker.workload import KeySet, Query, Workload, single
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,18 @@ from celery import Celery
 from celery.result import AsyncResult
 from celery.utils import worker_direct
 
-from worker.app import RUN_TRIAL
+from model.wire import CELERY_SETTINGS, RUN_TRIAL
 
 
 class DispatchError(RuntimeError):
     """Workers missing, or a trial task failed or did not return in time."""
+
+
+def client_app(broker_url: str) -> Celery:
+    """The coordinator's Celery client: the shared JSON-only settings; tasks are sent by name."""
+    app = Celery("stampede", broker=broker_url, backend=broker_url)
+    app.conf.update(CELERY_SETTINGS)
+    return app
 
 
 def wait_for_workers(app: Celery, count: int, timeout_s: float,

@@ -12,9 +12,9 @@ import random
 import redis
 from psycopg_pool import ConnectionPool
 
+from model.origin import EndpointLoader, OriginShape, ValueShaper
+from model.workload import Endpoint, Workload
 from strategies import Deps, Probe, StrategySpec
-from worker.queries import EndpointLoader, OriginShape, ValueShaper
-from worker.workload import Endpoint, Workload
 
 
 def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: random.Random) -> int:

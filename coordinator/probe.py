@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import redis
 
-from worker.settings import Services, mask_url
+from model.services import Services, mask_url
 
 PROBE_TIMEOUT_S = 3.0  # all four in parallel: reported well within 10 s
 

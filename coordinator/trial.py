@@ -11,20 +11,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from celery import Celery
 
-from coordinator import dataset, dispatch
+from coordinator import dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
-from coordinator.inject import TrialHooks, fault_columns
+from coordinator.faults.injector import TrialHooks, fault_columns
+from coordinator.origin import counters
 from coordinator.plan import TrialPlan
 from coordinator.priming import Primer
+from model.origin import MARKS, OriginShape
+from model.services import COORDINATOR_APP, Services, make_pool, redis_client
+from model.wire import TrialResult, TrialSpec
 from results import checks, metrics, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
-from worker.origin import COORDINATOR_APP, make_pool
-from worker.queries import MARKS, OriginShape
-from worker.settings import Services
-from worker.spec import TrialSpec
-from worker.trial import redis_client
 
 _ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns")
 
@@ -57,8 +56,8 @@ class TrialRunner:
     def run(self, plan: TrialPlan, of: int) -> dict[str, Any]:
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
         self._prime(plan)
-        db_before = dataset.origin_db_calls(self.services.origin_dsn)
-        statements_before = dataset.statement_snapshot(self.services.origin_dsn)
+        db_before = counters.origin_db_calls(self.services.origin_dsn)
+        statements_before = counters.statement_snapshot(self.services.origin_dsn)
         tasks = dispatch.send_trial(self.app, self._assignments(plan))
         deadline = time.monotonic() + (plan.end_ns - time.time_ns()) / 1e9
         self.hooks.arm(plan)
@@ -71,11 +70,12 @@ class TrialRunner:
         finally:
             dispatch.release(tasks)
             report = self.hooks.disarm(plan)
-        db_calls = dataset.origin_db_calls(self.services.origin_dsn) - db_before
+        db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
         statements = checks.statement_rows(
-            statements_before, dataset.statement_snapshot(self.services.origin_dsn),
+            statements_before, counters.statement_snapshot(self.services.origin_dsn),
             self.writer.root.name, plan.trial, tuple(MARKS.values()))
-        present = [(w, r) for w, r in zip(self.workers, gathered.results, strict=True) if r]
+        present = [(w, TrialResult.from_json(r))
+                   for w, r in zip(self.workers, gathered.results, strict=True) if r]
         rows = self._gather_rows(plan, present)
         self.writer.write_requests(plan.trial, rows)
         results = [r for _, r in present]
@@ -96,7 +96,7 @@ class TrialRunner:
         return {"trial": plan.trial, "strategy": plan.strategy.label, "repeat": plan.repeat,
                 "start_ns": plan.start_ns, "window_start_ns": plan.window_start_ns,
                 "window_end_ns": plan.window_end_ns, "first_expiry_ns": plan.first_expiry_ns,
-                "workers": [r["worker"] for _, r in present], "missing_workers": gathered.missing,
+                "workers": [r.worker for _, r in present], "missing_workers": gathered.missing,
                 "complete": summary["complete"], "fault": report.label,
                 "faults_applied": [{"fault": a.fault.label, "at_ns": a.at_ns, "detail": a.detail,
                                     "error": a.error} for a in report.applied]}
@@ -131,10 +131,10 @@ class TrialRunner:
                 f"{rps:8,.0f} rps  origin {p['origin_calls']:,}  errors {p['errors']:,}")
 
     def _gather_rows(self, plan: TrialPlan,
-                     results: Sequence[tuple[str, dict[str, Any]]]) -> pa.Table:
+                     results: Sequence[tuple[str, TrialResult]]) -> pa.Table:
         tables = []
         for worker, result in results:
-            wire = transport.decode(result["rows"]) if result["rows"] else WIRE_SCHEMA.empty_table()
+            wire = transport.decode(result.rows) if result.rows else WIRE_SCHEMA.empty_table()
             tables.append(self._contextualise(plan, worker, wire))
         return pa.concat_tables(tables)
 
@@ -156,10 +156,10 @@ class TrialRunner:
                                   metrics.in_window(wire["t_start_ns"], window_of(plan)))
         return wire.select(REQUEST_SCHEMA.names).cast(REQUEST_SCHEMA)
 
-    def _summarise(self, plan: TrialPlan, rows: pa.Table, results: Sequence[dict[str, Any]],
+    def _summarise(self, plan: TrialPlan, rows: pa.Table, results: Sequence[TrialResult],
                    db_calls: int) -> dict[str, Any]:
         window = window_of(plan)
-        floor_ms = min(r["floor_p5_ns"] for r in results) / 1e6
+        floor_ms = min(r.floor_p5_ns for r in results) / 1e6
         figures = metrics.summarise(rows, window, floor_ms)
         firsts = rows.group_by("worker").aggregate([("t_start_ns", "min")])["t_start_ns_min"]
         firsts = [f for f in firsts.to_pylist() if f is not None]

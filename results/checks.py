@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from model.wire import TrialResult
+
 # A CPython worker is GIL-bound: at 90% of one core its clients queue for the interpreter.
 CPU_SATURATED = 0.9
 # A sampler asking to wake every 10 ms that wakes this late means clients wait to run.
@@ -19,11 +21,11 @@ RELEASE_LATE_MS = 50.0
 Snapshot = Mapping[int, tuple[str, int, float]]
 
 
-def generator_figures(results: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def generator_figures(results: Sequence[TrialResult]) -> dict[str, Any]:
     """The worst worker's CPU share, loop lag and release lateness, and whether it saturated."""
-    cpu = max((float(r.get("cpu_share", 0.0)) for r in results), default=0.0)
-    lag_ms = max((int(r.get("loop_lag_p99_ns", 0)) for r in results), default=0) / 1e6
-    late_ms = max((int(r.get("release_late_ns", 0)) for r in results), default=0) / 1e6
+    cpu = max((r.cpu_share for r in results), default=0.0)
+    lag_ms = max((r.loop_lag_p99_ns for r in results), default=0) / 1e6
+    late_ms = max((r.release_late_ns for r in results), default=0) / 1e6
     return {
         "max_worker_cpu": cpu,
         "max_loop_lag_ms": lag_ms,

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 import redis
 
-from coordinator.dataset import seed_orders
+from coordinator.origin.seed import seed_orders
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis

@@ -8,8 +8,8 @@ import psycopg
 import pytest
 
 from coordinator import clock
-from coordinator.dataset import OriginNotReady, require_orders
 from coordinator.defaults import Timing
+from coordinator.origin.seed import OriginNotReady, require_orders
 from results import table
 
 

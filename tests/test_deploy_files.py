@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from coordinator.cli import cli
+from model.services import ENV
 from tests.kustomize_lite import load_docs, render
-from worker.settings import ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "k8s"

@@ -13,15 +13,15 @@ from typing import Any
 import pytest
 
 from coordinator import faults
+from coordinator.cli.options import strategy_list
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.defaults import Timing
-from coordinator.inject import Injector
-from coordinator.options import strategy_list
-from coordinator.runner import run_experiment
+from coordinator.dispatch import client_app
+from coordinator.experiment import run_experiment
+from coordinator.faults.injector import Injector
 from coordinator.stack import EmbeddedStack
 from results import store
-from worker.app import make_app
 
 pytestmark = pytest.mark.integration
 TIMING = Timing(lead_s=1.0, warmup_s=0.5, progress_s=0.25, worker_wait_s=40, gather_grace_s=8)
@@ -46,7 +46,7 @@ def run(stack: EmbeddedStack, tmp_path: Path, spec: str, strategies: str,
     faults.check(config.faults, config.seconds)
     writer = store.RunWriter.create(config.out)
     injector = Injector(stack, config.faults, config.seconds, said.append)
-    app = make_app(stack.services.broker_url)
+    app = client_app(stack.services.broker_url)
     try:
         run_experiment(config, stack.services, app, writer, console, injector)
     finally:

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from coordinator import faults
-from coordinator.faults import Action, Fault, FaultError, Target
+from coordinator.faults.spec import Action, Fault, FaultError, Target
 
 
 @pytest.mark.parametrize(("spec", "expected"), [

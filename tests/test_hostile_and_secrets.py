@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from celery.utils import worker_direct
 
-from coordinator.dispatch import wait_for_workers
+from coordinator.dispatch import client_app, wait_for_workers
 from coordinator.stack.celery_workers import worker_argv
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis
-from worker.app import CLOCK, RUN_TRIAL, make_app
-from worker.settings import Services
+from model.services import Services
+from model.wire import CLOCK, RUN_TRIAL
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +49,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory, postgres_dsn: str,
 def test_hostile_messages_rejected_worker_keeps_serving(
         secured: tuple[Services, ManagedProcess]) -> None:
     services, worker = secured
-    app = make_app(services.broker_url)
+    app = client_app(services.broker_url)
     try:
         wait_for_workers(app, 1, 40, lambda _: None)
         queue = worker_direct(worker.name)

@@ -25,8 +25,8 @@ from coordinator.stack.celery_workers import worker_argv
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis
+from model.services import Services
 from tests.netns_lab import Lab, netns_available
-from worker.settings import Services
 
 ROOT = Path(__file__).resolve().parent.parent
 TTL_S = 0.5

@@ -11,11 +11,11 @@ import psycopg
 import pyarrow.compute as pc
 import pytest
 
-from coordinator import dataset
+from coordinator.origin import counters
+from model.origin import ORIGIN_MARK, ORIGIN_SQL, window_for
+from model.services import Services
+from model.wire import TrialSpec
 from results import checks, metrics, table, transport
-from worker.origin import ORIGIN_MARK, ORIGIN_SQL, window_for
-from worker.settings import Services
-from worker.spec import TrialSpec
 from worker.trial import run_trial
 
 pytestmark = pytest.mark.integration
@@ -103,8 +103,8 @@ def test_saturation_thresholds() -> None:
 def test_extra_origin_query_in_the_window_is_reported_as_a_mismatch(
         services: Services, reset_statements: str) -> None:
     dsn = reset_statements
-    before_calls = dataset.origin_db_calls(dsn)
-    before = dataset.statement_snapshot(dsn)
+    before_calls = counters.origin_db_calls(dsn)
+    before = counters.statement_snapshot(dsn)
     trial = spec(4, 1.2)
 
     def intruder() -> None:  # someone else's query on the origin during the trial window
@@ -116,8 +116,8 @@ def test_extra_origin_query_in_the_window_is_reported_as_a_mismatch(
     thread.start()
     result = run_trial(trial, services, lambda _: None)
     thread.join()
-    db_calls = dataset.origin_db_calls(dsn) - before_calls
-    statements = checks.statement_rows(before, dataset.statement_snapshot(dsn), "x", 1, (ORIGIN_MARK,))
+    db_calls = counters.origin_db_calls(dsn) - before_calls
+    statements = checks.statement_rows(before, counters.statement_snapshot(dsn), "x", 1, (ORIGIN_MARK,))
     rows = transport.decode(result["rows"])
     client_calls = int(pc.sum(rows["origin_called"]).as_py())
     assert client_calls > 0 and db_calls == client_calls + 1

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from model.workload import InvalidWorkload, KeyKind, KeySet, Query, Workload, shop, single
 from worker.schedule import (
     Arrivals,
     Segment,
@@ -17,7 +18,6 @@ from worker.schedule import (
     uniform_table,
     weighted_table,
 )
-from worker.workload import InvalidWorkload, KeyKind, KeySet, Query, Workload, shop, single
 
 S = 10**9
 

@@ -7,8 +7,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from coordinator.cli import cli, main
-from coordinator.launch import config_from
+from coordinator.cli.commands import cli, main
+from coordinator.cli.launch import config_from
 from coordinator.priming import first_expiry_ms
 from results import metrics
 from results.schema import DROPPED

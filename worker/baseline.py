@@ -12,8 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from worker.settings import Services
-from worker.trial import redis_client
+from model.services import Services, redis_client
 
 
 class InvalidBaseline(ValueError):

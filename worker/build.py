@@ -11,14 +11,14 @@ import pyarrow as pa
 import redis
 from psycopg_pool import ConnectionPool
 
+from model.origin import EndpointLoader, OriginShape, ValueShaper
+from model.wire import TrialSpec
+from model.workload import Workload
 from results.schema import INVALIDATE_OP, REFRESH_OP
 from strategies import Background, Deps, Strategy
 from worker.loop import LoopContext, Tables, closed_loop, open_loop, writer_loop
-from worker.queries import EndpointLoader, OriginShape, ValueShaper
 from worker.recorder import Recorder
 from worker.schedule import Arrivals, Stages, segments
-from worker.spec import TrialSpec
-from worker.workload import Workload
 
 Loop = Callable[[LoopContext, Recorder, threading.Event, threading.Event], None]
 WRITER_CLIENT = -1  # client number of the invalidation writer's rows

@@ -15,11 +15,11 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from model.workload import Workload
 from results.schema import DROPPED
 from strategies import Loader, Outcome, Probe
 from worker.recorder import Recorder
 from worker.schedule import MASK, Arrivals, Stages, key_table, uniform_table, weighted_table
-from worker.workload import Workload
 
 Fetch = Callable[[str, Probe], Outcome]
 SPREAD = 40503  # start offset per client in the tables, so clients do not walk in step

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from worker.workload import KeyKind, KeySet
+from model.workload import KeyKind, KeySet
 
 TABLE_BITS = 17
 TABLE_SIZE = 1 << TABLE_BITS

@@ -25,10 +25,6 @@ class GeneratorLoad:
     lag_max_ns: int
     samples: int
 
-    def to_json(self) -> dict[str, float | int]:
-        return {"cpu_share": self.cpu_share, "loop_lag_p99_ns": self.lag_p99_ns,
-                "loop_lag_max_ns": self.lag_max_ns, "loop_lag_samples": self.samples}
-
 
 class GeneratorMonitor:
     """Start before the clients are released, stop after they finish."""

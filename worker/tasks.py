@@ -8,12 +8,12 @@ from typing import Any
 
 from celery import Task
 
+from model.services import Services
+from model.wire import BASELINE, CLOCK, RUN_TRIAL, InvalidTaskArguments, TrialSpec
 from results import transport
-from worker.app import BASELINE, CLOCK, RUN_TRIAL, app
+from worker.app import app
 from worker.baseline import BaselineSpec, run_baseline
 from worker.recorder import Recorder
-from worker.settings import Services
-from worker.spec import InvalidTaskArguments, TrialSpec
 from worker.trial import run_trial
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ def run_trial_task(self: Task, spec: object) -> dict[str, Any]:
     def progress(counts: dict[str, Any]) -> None:
         self.update_state(state="PROGRESS", meta=counts)
 
-    return run_trial(trial, services, progress)
+    return run_trial(trial, services, progress).to_json()
 
 
 @app.task(name=CLOCK)

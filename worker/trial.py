@@ -13,38 +13,21 @@ from typing import Any
 
 import pyarrow as pa
 import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
+from model.services import Services, make_pool, redis_client
+from model.wire import TrialResult, TrialSpec
 from results import transport
 from results.schema import REFRESH_OP
 from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
 from worker.build import WRITER_CLIENT, Built, build
-from worker.origin import make_pool
 from worker.recorder import Recorder
 from worker.selfcheck import GeneratorLoad, GeneratorMonitor
-from worker.settings import Services
-from worker.spec import TrialSpec
 
 Progress = Callable[[dict[str, Any]], None]
 FLOOR_SAMPLES = 200
 JOIN_GRACE_S = 15.0
 SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
-
-
-def redis_client(url: str, clients: int, max_connections: int | None = None,
-                 retries: int = 0) -> redis.Redis:
-    """A client whose pool holds one connection per thread plus a few; exhaustion raises.
-
-    No retries by default: redis-py would otherwise retry a dead server 10 times with backoff,
-    hiding the failure for seconds; in the measured path a failed command is an error row,
-    bounded by the 2 s socket timeouts.
-    """
-    return redis.Redis.from_url(
-        url, max_connections=max_connections or clients + 4, socket_timeout=2.0,
-        socket_connect_timeout=2.0, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
-    )
 
 
 def measure_floor_ns(cache: redis.Redis, samples: int = FLOOR_SAMPLES) -> list[int]:
@@ -107,7 +90,7 @@ class ClientGroup:
         return next((t for t in self.threads if t.is_alive()), None)
 
 
-def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[str, Any]:
+def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialResult:
     """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
     cache = redis_client(services.cache_url, spec.clients, spec.redis_max_connections)
     locks = redis_client(services.lock_url, spec.clients, spec.redis_max_connections)
@@ -128,16 +111,19 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> dict[s
         locks.close()
     batch = pa.Table.from_batches([r.to_batch() for r in group.recorders + refreshes.recorders])
     batch = batch.combine_chunks()
-    return {
-        "worker": f"{socket.gethostname()}:{os.getpid()}",
-        "worker_index": spec.worker_index,
-        "rows": transport.encode(batch.to_batches()[0]) if batch.num_rows else "",
-        "requests": batch.num_rows,
-        "release_late_ns": late_ns,
-        "floor_p5_ns": sorted(floor)[len(floor) // 20],
-        "floor_median_ns": int(statistics.median(floor)),
-        **load.to_json(),
-    }
+    return TrialResult(
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        worker_index=spec.worker_index,
+        rows=transport.encode(batch.to_batches()[0]) if batch.num_rows else "",
+        requests=batch.num_rows,
+        release_late_ns=late_ns,
+        floor_p5_ns=sorted(floor)[len(floor) // 20],
+        floor_median_ns=int(statistics.median(floor)),
+        cpu_share=load.cpu_share,
+        loop_lag_p99_ns=load.lag_p99_ns,
+        loop_lag_max_ns=load.lag_max_ns,
+        loop_lag_samples=load.samples,
+    )
 
 
 def _run_clients(spec: TrialSpec, built: Built,

@@ -18,7 +18,7 @@ from coordinator.stack.celery_workers import LOCAL_HOST, start_workers
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess, StackError
 from coordinator.stack.redis_server import redis_answers, start_redis
-from worker.settings import Services
+from model.services import Services
 
 __all__ = ["EmbeddedStack", "StackError"]
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from coordinator.stack.processes import ManagedProcess
-from worker.settings import Services
+from model.services import Services
 
 LOCAL_HOST = "stampede-local"
 

@@ -10,11 +10,11 @@ import redis
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 import strategies
-from coordinator.dataset import origin_db_calls
+from coordinator.origin.seed import origin_db_calls
+from model.origin import EndpointLoader, OriginShape
+from model.services import make_pool
+from model.workload import Query
 from strategies import Deps, Outcome, Probe
-from worker.origin import make_pool
-from worker.queries import EndpointLoader, OriginShape
-from worker.workload import Query
 
 THREADS = 50
 SPAN_S = 180 * 86400.0  # half the seeded year: about 10 ms per query, a wide race window

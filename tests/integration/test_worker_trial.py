@@ -9,10 +9,10 @@ import pyarrow.compute as pc
 import pytest
 import redis
 
+from model.services import Services
+from model.wire import TrialSpec
 from results import transport
 from results.schema import WIRE_SCHEMA
-from worker.settings import Services
-from worker.spec import TrialSpec
 from worker.trial import run_trial
 
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 import strategies
-from worker.settings import Services, mask_url
-from worker.spec import InvalidTaskArguments, TrialSpec
+from model.services import Services, mask_url
+from model.wire import InvalidTaskArguments, TrialSpec
 
 
 def test_strategy_spec_parses_parameters_with_types() -> None:

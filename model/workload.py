@@ -29,7 +29,7 @@ class KeyKind(enum.StrEnum):
 
 
 class Query(enum.StrEnum):
-    """Origin queries an endpoint can run (worker.queries holds the SQL)."""
+    """Origin queries an endpoint can run (model.origin holds the SQL)."""
 
     ORDERS = "orders"  # range aggregate over orders (experiment 000)
     PRODUCT = "product"  # primary-key product lookup (experiment 003, light)

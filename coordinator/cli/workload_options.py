@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from worker.queries import CATEGORIES
-from worker.workload import InvalidWorkload, KeySet, Query, Workload, shop, single
+from model.origin import CATEGORIES
+from model.workload import InvalidWorkload, KeySet, Query, Workload, shop, single
 
 F = TypeVar("F", bound=Callable[..., Any])
 MIXES = ("orders", "shop")

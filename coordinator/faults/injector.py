@@ -16,9 +16,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from coordinator import faults as fl
-from coordinator.faults import Action, Fault, Target
-from coordinator.origin_faults import OriginHold, exhaust_origin, lock_orders
+from coordinator.faults.origin_holds import OriginHold, exhaust_origin, lock_orders
+from coordinator.faults.spec import LASTING, Action, Fault, Target, label
 from coordinator.plan import TrialPlan
 from coordinator.stack import EmbeddedStack
 from coordinator.stack.processes import ManagedProcess
@@ -85,7 +84,7 @@ class Injector(TrialHooks):
             if fault.between_trials:
                 continue
             self._after(plan, fault.at_s, self._apply, fault)
-            if fault.action in fl.LASTING:
+            if fault.action in LASTING:
                 self._after(plan, fault.end_s(self.trial_s), self._lift, fault)
 
     def _after(self, plan: TrialPlan, at_s: float, action: Callable[[Fault], None],
@@ -115,7 +114,7 @@ class Injector(TrialHooks):
         if applied:
             end_s = max(a.fault.end_s(self.trial_s) for a in applied)
             window = (min(a.at_ns for a in applied), plan.start_ns + round(end_s * 1e9))
-        return FaultReport(fl.label(f for f in self.faults if not f.between_trials), applied, window)
+        return FaultReport(label(f for f in self.faults if not f.between_trials), applied, window)
 
     def between_trials(self) -> list[str]:
         """Restart the broker where asked, then every process a fault killed (same port)."""

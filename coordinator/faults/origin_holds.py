@@ -14,7 +14,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from worker.origin import WORKER_APP
+from model.services import WORKER_APP
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,7 @@
-"""The one argument of the trial task, validated: a task message is input from the network."""
+"""The wire contract between coordinator and worker: task names, the Celery settings both sides
+use (JSON only), the trial request (``TrialSpec``) and the worker's reply (``TrialResult``).
+
+Both directions are validated: a task message is input from the network, and so is a reply."""
 
 from __future__ import annotations
 
@@ -8,15 +11,37 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import strategies
+from model.workload import InvalidWorkload, KeySet, Query, Workload, single
 from strategies import StrategySpec
-from worker.workload import InvalidWorkload, KeySet, Query, Workload, single
 
+RUN_TRIAL = "stampede.run_trial"
+CLOCK = "stampede.clock"
+BASELINE = "stampede.baseline"
+# Settings of the Celery app on both sides: JSON only, no other serializer accepted.
+CELERY_SETTINGS: dict[str, Any] = {
+    "task_serializer": "json",
+    "result_serializer": "json",
+    "accept_content": ["json"],
+    "result_accept_content": ["json"],
+    # Each task is sent to one named worker's own queue, so N tasks land on N workers.
+    "worker_direct": True,
+    "worker_prefetch_multiplier": 1,
+    "task_acks_late": False,
+    "result_expires": 3600,
+    "broker_connection_retry_on_startup": True,
+    "worker_hijack_root_logger": False,
+    "task_track_started": True,
+}
 _RUN_ID = re.compile(r"^[A-Za-z0-9._-]{1,80}$")
 HOUR_NS = 3600 * 10**9
 
 
 class InvalidTaskArguments(ValueError):
     """A task message that does not describe a valid trial; the worker rejects it."""
+
+
+class InvalidResult(ValueError):
+    """A worker's reply that is not a valid ``TrialResult``; the coordinator rejects it."""
 
 
 @dataclass(frozen=True)
@@ -131,3 +156,41 @@ def _take(data: Mapping[str, Any], name: str) -> Any:
 def _in_range(name: str, value: float, low: float, high: float) -> None:
     if not low <= value <= high:
         raise InvalidTaskArguments(f"{name}={value} is outside [{low}, {high}]")
+
+
+_RESULT_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "float": (int, float)}
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """One worker's reply: its rows (zstd Arrow IPC, base64) and what it measured of itself."""
+
+    worker: str  # host:pid
+    worker_index: int
+    rows: str  # results.transport encoding; "" when the worker recorded no row
+    requests: int
+    release_late_ns: int  # first request after the common start instant (this host's clock)
+    floor_p5_ns: int  # cache round trip, 5th percentile of sequential GETs: the physical floor
+    floor_median_ns: int
+    cpu_share: float  # the worker process's CPU time / wall time while its clients ran
+    loop_lag_p99_ns: int  # a 10 ms sampler's lateness: clients waiting to run
+    loop_lag_max_ns: int
+    loop_lag_samples: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: object) -> TrialResult:
+        if not isinstance(data, Mapping):
+            raise InvalidResult(f"trial result must be an object, got {type(data).__name__}")
+        names = [f.name for f in fields(cls)]
+        missing = set(names) - set(data)
+        if missing:
+            raise InvalidResult(f"trial result lacks {', '.join(sorted(missing))}")
+        values = {name: data[name] for name in names}
+        for f in fields(cls):
+            kind = _RESULT_TYPES[str(f.type)]
+            if isinstance(values[f.name], bool) or not isinstance(values[f.name], kind):
+                raise InvalidResult(f"trial result field {f.name} must be {f.type}")
+        return cls(**values)

@@ -14,26 +14,26 @@ import redis
 from celery.exceptions import CeleryError
 
 from coordinator import faults
+from coordinator.cli.workload_options import apply_preset, build_workload, trial_seconds
 from coordinator.clock import ClockError
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
-from coordinator.dataset import OriginNotReady
 from coordinator.defaults import Timing
-from coordinator.dispatch import DispatchError
-from coordinator.inject import Injector
+from coordinator.dispatch import DispatchError, client_app
+from coordinator.experiment import run_experiment
+from coordinator.faults.injector import Injector
+from coordinator.origin.seed import OriginNotReady
 from coordinator.plan import PlanError
 from coordinator.probe import Unreachable, probe
-from coordinator.runner import run_experiment
 from coordinator.stack import EmbeddedStack, StackError
-from coordinator.workload_options import apply_preset, build_workload, trial_seconds
+from model.services import ENV, Services
+from model.wire import InvalidResult
+from model.workload import KeyKind, Workload
 from results import fault_table, store, table
-from worker.app import make_app
-from worker.settings import ENV, Services
-from worker.workload import KeyKind, Workload
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
-              TimeoutError, ClockError, OriginNotReady)
+              TimeoutError, ClockError, OriginNotReady, InvalidResult)
 
 
 class RunFailed(RuntimeError):
@@ -150,7 +150,7 @@ def launch(options: dict[str, Any]) -> None:
                 services = embedded.services
                 if config.faults:
                     hooks = Injector(embedded, config.faults, config.seconds, console.say)
-            app = make_app(services.broker_url)
+            app = client_app(services.broker_url)
             stack.callback(app.close)
             run_experiment(config, services, app, writer, console, hooks)
     except RUN_ERRORS as exc:

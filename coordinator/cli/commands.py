@@ -12,9 +12,9 @@ from pathlib import Path
 import click
 
 from coordinator import defaults
-from coordinator.launch import RunFailed, launch
-from coordinator.options import fault_list, service_options, strategy_list
-from coordinator.workload_options import workload_options
+from coordinator.cli.launch import RunFailed, launch
+from coordinator.cli.options import fault_list, service_options, strategy_list
+from coordinator.cli.workload_options import workload_options
 from results import compare, fault_table, report, store, table
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130

@@ -18,16 +18,15 @@ import psycopg
 import redis
 from celery import Celery
 
-from coordinator import clock, dataset, dispatch
+from coordinator import clock, dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
-from coordinator.endpoints import endpoint_origin
-from coordinator.inject import TrialHooks
+from coordinator.faults.injector import TrialHooks
+from coordinator.origin.prepare import prepare_origin
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
+from model.services import Services
 from results.store import RunWriter
-from worker.settings import Services
-from worker.workload import Query
 
 
 @dataclass
@@ -75,7 +74,7 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
     offsets, lead_s = _align_clocks(app, workers, config, console, state)
     state.meta["versions"] = versions(services)
-    state.meta["origin"] = _prepare_origin(config, services, console)
+    state.meta["origin"] = prepare_origin(config, services, console)
     writer.write_meta(state.to_json("running"))
     hooks = hooks or TrialHooks()
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
@@ -137,22 +136,3 @@ def _recover(config: LaunchConfig, app: Celery, hooks: TrialHooks, console: Cons
         dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s, console.progress)
         console.say(f"recovered: restarted {', '.join(restarted) or 'the broker'}; "
                     f"{config.workers} workers answer")
-
-
-def _prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
-    """Seed (when asked) and calibrate the origin query; its median is printed and recorded."""
-    dsn = services.origin_dsn
-    if Query.ORDERS not in {ep.query for ep in config.workload.endpoints}:  # e.g. the shop mix
-        return {"span_s": 3600.0, **endpoint_origin(config, dsn, 3600.0, console)}
-    if not config.seed:
-        dataset.require_orders(dsn)
-    if config.seed:
-        t0 = time.monotonic()
-        dataset.seed_orders(dsn, config.scale)
-        console.say(f"origin: seeded {config.scale:,} orders in {time.monotonic() - t0:.1f} s")
-    cal = dataset.calibrate(dsn, config.origin_target_ms)
-    console.say(f"origin: range aggregate over {cal.span_s / 3600:.1f} h of orders, "
-                f"median {cal.median_ms:.2f} ms on the hot key (target {config.origin_target_ms} ms)")
-    return {"span_s": cal.span_s, "median_ms": cal.median_ms, "samples": cal.samples,
-            "target_ms": config.origin_target_ms, "rows": config.scale if config.seed else None,
-            **endpoint_origin(config, dsn, cal.span_s, console)}

@@ -10,8 +10,8 @@ import click
 
 import strategies
 from coordinator import faults
+from model.services import ENV
 from strategies import StrategySpec
-from worker.settings import ENV
 
 F = TypeVar("F", bound=Callable[..., Any])
 

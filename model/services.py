@@ -1,0 +1,99 @@
+"""Where the services are (URLs from the command line or the environment, masked when written),
+and the connection factories both sides use to reach them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from urllib.parse import urlsplit, urlunsplit
+
+import redis
+from psycopg_pool import ConnectionPool
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+ENV = {
+    "cache_url": "STAMPEDE_CACHE_URL",
+    "lock_url": "STAMPEDE_LOCK_URL",
+    "broker_url": "STAMPEDE_BROKER_URL",
+    "origin_dsn": "STAMPEDE_ORIGIN_DSN",
+}
+
+# application_name of the two kinds of origin connections (the origin:exhaust fault tells them apart)
+WORKER_APP = "stampede-worker"
+COORDINATOR_APP = "stampede-coordinator"
+
+
+@dataclass(frozen=True)
+class Services:
+    """The four services of an experiment. Workers read theirs from the environment."""
+
+    cache_url: str
+    lock_url: str
+    broker_url: str
+    origin_dsn: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Services:
+        env = os.environ if environ is None else environ
+        missing = [var for var in ENV.values() if not env.get(var)]
+        if missing:
+            raise KeyError(f"environment variables not set: {', '.join(missing)}")
+        return cls(**{name: env[var] for name, var in ENV.items()})
+
+    def to_env(self) -> dict[str, str]:
+        return {ENV[f.name]: getattr(self, f.name) for f in fields(self)}
+
+    def masked(self) -> dict[str, str]:
+        return {f.name: mask_url(getattr(self, f.name)) for f in fields(self)}
+
+
+def mask_url(url: str) -> str:
+    """Replace the password in ``url`` with ``***`` (also a ``password=`` keyword)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if parts.password is not None:
+        user_info, _, host = netloc.rpartition("@")
+        user = user_info.split(":", 1)[0]
+        netloc = f"{user}:***@{host}"
+    query = "&".join(
+        "password=***" if item.lower().startswith("password=") else item
+        for item in parts.query.split("&")
+    ) if parts.query else parts.query
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def make_pool(dsn: str, size: int, timeout_s: float = 10.0, app_name: str = WORKER_APP,
+              check: bool = False) -> ConnectionPool:
+    """A fixed-size pool, opened and filled before it is returned.
+
+    ``check``: test each connection before use (one extra round trip), so a pool outside the
+    measured path survives its server dropping connections (the origin:exhaust fault).
+    """
+    pool = ConnectionPool(
+        dsn,
+        min_size=size,
+        max_size=size,
+        kwargs={"autocommit": True, "application_name": app_name, "connect_timeout": 5},
+        check=ConnectionPool.check_connection if check else None,
+        open=False,
+        timeout=timeout_s,
+        name="origin",
+    )
+    pool.open(wait=True, timeout=timeout_s)
+    return pool
+
+
+def redis_client(url: str, clients: int, max_connections: int | None = None,
+                 retries: int = 0) -> redis.Redis:
+    """A client whose pool holds one connection per thread plus a few; exhaustion raises.
+
+    No retries by default: redis-py would otherwise retry a dead server 10 times with backoff,
+    hiding the failure for seconds; in the measured path a failed command is an error row,
+    bounded by the 2 s socket timeouts.
+    """
+    return redis.Redis.from_url(
+        url, max_connections=max_connections or clients + 4, socket_timeout=2.0,
+        socket_connect_timeout=2.0, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
+    )
