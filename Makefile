@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-deps lint setup system-deps bench clean
+.PHONY: demo test test-unit test-deps lint setup system-deps bench clean
 
 $(BIN)/coordinator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +30,14 @@ test-deps:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 		echo "chromium could not be installed: the report screenshot test will be skipped" >&2
 
+# Every test (tests/unit, tests/integration, tests/e2e), then the ten slowest.
 test: lint test-deps
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=10
+
+# The edit loop: ruff and the pure tests only (no service, no system packages, no chromium; < 30 s).
+test-unit: $(BIN)/coordinator
+	$(BIN)/ruff check .
+	$(BIN)/pytest tests/unit -q
 
 # redis-benchmark (benchmark 2) comes with Debian's redis-tools.
 bench: setup

@@ -2,4 +2,5 @@
 
 from coordinator.cli import main
 
-main()
+if __name__ == "__main__":  # a spawned child (the expiry listener) imports this module too
+    main()

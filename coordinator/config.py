@@ -8,7 +8,7 @@ from pathlib import Path
 from coordinator import defaults
 from coordinator.defaults import Timing
 from coordinator.faults.spec import Fault
-from coordinator.plan import Schedule
+from coordinator.plan import ExpiryMode, Schedule
 from model.services import Services
 from model.workload import KeySet, Query, Workload, single
 from strategies import StrategySpec
@@ -32,6 +32,7 @@ class LaunchConfig:
     keys: tuple[str, ...] = (defaults.HOT_KEY,)
     timing: Timing = field(default_factory=Timing)
     faults: tuple[Fault, ...] = ()  # --fault: injected in every trial (embedded stack only)
+    expiry: ExpiryMode = ExpiryMode.DRIFT
     workload: Workload = field(
         default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
 

@@ -54,7 +54,7 @@ class RunState:
                 "strategies": [{"name": s.name, "params": dict(s.params), "label": s.label}
                                for s in c.strategies],
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
-                "faults": [f.label for f in c.faults],
+                "faults": [f.label for f in c.faults], "expiry": c.expiry.value,
                 "workload": c.workload.to_json(),
             },
             "services": self.services.masked(),
@@ -80,6 +80,12 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
                          span_s=state.meta["origin"]["span_s"], hooks=hooks,
                          products=state.meta["origin"].get("products", 0))
+    state.meta["expiries"] = {"source": runner.expiry_source, "mode": config.expiry.value,
+                              "unavailable": runner.listener.unavailable,
+                              "listener_priority": runner.listener.priority}
+    if runner.listener.unavailable:
+        console.say(f"warning: {runner.listener.unavailable}; expiry events fall back to the "
+                    "schedule (marked 'schedule' in expiries.parquet and the table)")
     try:
         order = trial_order(list(config.strategies), config.repeat)
         for number, (spec, repeat) in enumerate(order, start=1):

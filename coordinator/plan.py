@@ -6,16 +6,28 @@ Time line of one trial (coordinator clock)::
                        │    ^expiry       ^expiry
                        window start
 
-The window is whole TTL periods with one expiry in the middle of each, so a few
-milliseconds of refill drift per period cannot push an expiry event out of the window.
+The window is whole TTL periods, the first expiry in the middle of the first. Later expiries
+drift (each comes one TTL after the last fill of the herd before it), so the events counted are
+the ones the cache server reports in the window (``results.events``), each with its whole herd:
+the trial runs a drain of half a TTL (at most ``DRAIN_MAX_S``) past the window for the last herd.
 """
 
 from __future__ import annotations
 
+import enum
 import math
 from dataclasses import dataclass
 
 from strategies import StrategySpec
+
+DRAIN_MAX_S = 1.0
+
+
+class ExpiryMode(enum.StrEnum):
+    """When values expire after the first, synchronized, expiry of a trial."""
+
+    DRIFT = "drift"  # one TTL after each fill (experiment 000): later expiries drift by the herd
+    ALIGNED = "aligned"  # at the next boundary of the trial's common clock: every expiry in step
 
 
 class PlanError(ValueError):
@@ -45,7 +57,8 @@ class TrialPlan:
     shares: tuple[WorkerShare, ...]
 
     @property
-    def expiry_events(self) -> int:
+    def period_events(self) -> int:
+        """TTL periods x primed keys: the per-period cross-check's count of events."""
         return self.periods * len(self.keys)
 
     @property
@@ -64,9 +77,14 @@ class Schedule:
     warmup_s: float
     keys: tuple[str, ...]
 
+    @property
+    def drain_s(self) -> float:
+        """Time after the window for the last counted herd to finish."""
+        return min(self.ttl_s / 2, DRAIN_MAX_S)
+
     def periods(self) -> int:
-        """Whole TTL periods that fit between warm-up and the trial's end."""
-        return math.floor((self.seconds - self.warmup_s) / self.ttl_s + 1e-9)
+        """Whole TTL periods that fit between warm-up and the drain before the trial's end."""
+        return math.floor((self.seconds - self.warmup_s - self.drain_s) / self.ttl_s + 1e-9)
 
     def check(self) -> None:
         if self.clients < self.workers:
@@ -76,8 +94,9 @@ class Schedule:
             )
         if self.periods() < 1:
             raise PlanError(
-                f"--seconds {self.seconds:g} leaves no whole TTL period after the "
-                f"{self.warmup_s:g} s warm-up: use --seconds >= {self.warmup_s + self.ttl_s:g}"
+                f"--seconds {self.seconds:g} leaves no whole TTL period between the "
+                f"{self.warmup_s:g} s warm-up and the {self.drain_s:g} s drain: use --seconds >= "
+                f"{self.warmup_s + self.ttl_s + self.drain_s:g}"
             )
 
 

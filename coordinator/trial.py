@@ -14,14 +14,15 @@ from celery import Celery
 from coordinator import dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
+from coordinator.expiry import ExpiryListener
 from coordinator.faults.injector import TrialHooks, fault_columns
 from coordinator.origin import counters
-from coordinator.plan import TrialPlan
+from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
 from model.origin import MARKS, OriginShape
 from model.services import COORDINATOR_APP, Services, make_pool, redis_client
 from model.wire import TrialResult, TrialSpec
-from results import checks, metrics, transport
+from results import checks, events, metrics, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
 
@@ -29,7 +30,7 @@ _ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns")
 
 
 def window_of(plan: TrialPlan) -> metrics.Window:
-    return metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.expiry_events)
+    return metrics.Window(plan.window_start_ns, plan.window_end_ns)
 
 
 class TrialRunner:
@@ -47,8 +48,17 @@ class TrialRunner:
         self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
         self.primer = Primer(config.workload, self.cache, self.locks, self.pool,
                              OriginShape(span_s, products))
+        self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
+        self.listener = ExpiryListener(services.cache_url, self.cache)
+        self.listener.start()
+
+    @property
+    def expiry_source(self) -> str:
+        """``server`` when the cache reports its expiries, ``schedule`` when it cannot."""
+        return "schedule" if self.listener.unavailable else "server"
 
     def close(self) -> None:
+        self.listener.close()
         self.pool.close()
         self.cache.close()
         self.locks.close()
@@ -80,6 +90,7 @@ class TrialRunner:
         self.writer.write_requests(plan.trial, rows)
         results = [r for _, r in present]
         summary = self._summarise(plan, rows, results, db_calls)
+        summary.update(self._events(plan, rows, summary["window_origin_calls"]))
         summary.update(checks.generator_figures(results))
         summary.update(fault_columns(report, plan.start_ns, rows, len(gathered.missing)))
         summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
@@ -87,8 +98,10 @@ class TrialRunner:
         self.writer.add_trial(summary)
         for worker, why in gathered.missing.items():
             self.console.say(f"{label}: no rows from {worker} ({why}); trial marked incomplete")
+        per = "expiry" if summary["event_kind"] == "expiry" else summary["event_kind"]
         self.console.say(
-            f"{label}: {summary['origin_per_expiry']:.1f} origin calls/expiry, "
+            f"{label}: {summary['origin_per_expiry']:.1f} origin calls/{per} "
+            f"({summary['expiry_events']} events), "
             f"{summary['rps']:,.0f} rps, p99 {summary['p99_ms']:.1f} ms, "
             f"errors {summary['errors']}, db calls {'match' if summary['db_calls_match'] else 'MISMATCH'}"
             + (f", fault {report.label}" if report.label else "")
@@ -100,6 +113,28 @@ class TrialRunner:
                 "complete": summary["complete"], "fault": report.label,
                 "faults_applied": [{"fault": a.fault.label, "at_ns": a.at_ns, "detail": a.detail,
                                     "error": a.error} for a in report.applied]}
+
+    def _events(self, plan: TrialPlan, rows: pa.Table, window_calls: int) -> dict[str, Any]:
+        """Observed events and their herds: the headline figure, and ``expiries.parquet``."""
+        ttl_ns = plan.ttl_ms * 1_000_000
+        if self.listener.unavailable:
+            observed = events.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
+        else:
+            # past the end too: an expiry at the last instant must not lend its calls to the one before
+            observed = self.listener.events(self.key_names, plan.start_ns, time.time_ns())
+        event_plan = events.EventPlan((plan.window_start_ns, plan.window_end_ns),
+                                      plan.first_expiry_ns, ttl_ns, plan.period_events,
+                                      self.config.expiry is ExpiryMode.ALIGNED)
+        figures, herds = events.trial_events(rows, observed, event_plan, window_calls)
+        context = {"run_id": self.writer.root.name, "trial": plan.trial,
+                   "strategy": plan.strategy.label, "repeat": plan.repeat}
+        self.writer.add_expiries(events.event_rows(herds, event_plan.window, context))
+        source = self.expiry_source
+        if source == "server" and self.listener.missed(plan.start_ns, plan.end_ns):
+            source = "server with gap"
+            self.console.say(f"trial {plan.trial}: the cache stopped reporting expiries for a while "
+                             "(it went away); events in that gap are missing")
+        return {**figures, "expiry_source": source, "expiry_mode": self.config.expiry.value}
 
     def _prime(self, plan: TrialPlan) -> None:
         """Clear what the last trial left, then store each key to expire at the first expiry."""
@@ -120,6 +155,7 @@ class TrialRunner:
                 progress_interval_s=self.config.timing.progress_s,
                 workload=self.config.workload.to_json(), stage_start_ns=plan.window_start_ns,
                 workers=len(self.workers), products=self.products,
+                expiry_grid_ns=plan.first_expiry_ns if self.config.expiry is ExpiryMode.ALIGNED else 0,
             )
             out.append((worker, spec.to_json()))
         return out

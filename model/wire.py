@@ -63,11 +63,12 @@ class TrialSpec:
     origin_span_s: float
     progress_interval_s: float = 0.5
     redis_max_connections: int | None = None  # per client pool; None = clients + 4
-    # Added for workloads (issue 4); absent fields keep the one-hot-key closed loop.
+    # Fields with defaults may be absent: the one-hot-key closed loop with drifting expiries.
     workload: dict[str, Any] = field(default_factory=dict)
     stage_start_ns: int = 0  # where stage 0 begins (the window start); 0: at start_ns
     workers: int = 1  # workers in the trial: an open loop's total rate is split over them
     products: int = 0  # rows in the products table (endpoints of experiment 003)
+    expiry_grid_ns: int = 0  # --expiry aligned: the first scheduled expiry (coordinator clock); 0: drift
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -121,6 +122,8 @@ class TrialSpec:
             _in_range("redis_max_connections", self.redis_max_connections, 1, 100_000)
         _in_range("workers", self.workers, 1, 10**4)
         _in_range("products", self.products, 0, 10**10)
+        if self.expiry_grid_ns:
+            _in_range("expiry_grid_ns - start_ns", self.expiry_grid_ns - self.start_ns, 0, HOUR_NS)
         if self.stage_start_ns:
             _in_range("stage_start_ns - start_ns", self.stage_start_ns - self.start_ns, 0, HOUR_NS)
         self.workload_spec()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 MAX_KEYS = 1_000_000
@@ -153,9 +153,6 @@ class Workload:
         _check("--invalidate-rate", self.invalidate_rate, 0, 10_000)
         _check("late_ms", self.late_ms, 0.1, 60_000)
         _check("drop_ms", self.drop_ms, self.late_ms, 600_000)
-
-    def with_(self, **changes: Any) -> Workload:
-        return replace(self, **changes)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

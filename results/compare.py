@@ -9,6 +9,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from results.text import grid
+
 FIGURES = (("origin_per_expiry", "origin/expiry", ".1f"), ("rps", "rps", ",.0f"),
            ("p50_ms", "p50 ms", ".2f"), ("p99_ms", "p99 ms", ".1f"), ("max_ms", "max ms", ".1f"),
            ("error_rate", "error rate", ".2%"), ("peak_origin_inflight", "peak", ".0f"))
@@ -43,12 +45,4 @@ def rows(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list
 
 
 def render(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> str:
-    lines = rows(a, b)
-    widths = [max(len(h), *(len(r[i]) for r in lines)) if lines else len(h)
-              for i, h in enumerate(HEAD)]
-
-    def join(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if i < 3 else c.rjust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths, strict=True)))
-
-    return "\n".join([join(HEAD), join(["-" * w for w in widths]), *(join(r) for r in lines)])
+    return grid(HEAD, rows(a, b), left=3)

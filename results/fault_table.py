@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from results.fault_stats import behaviour
+from results.text import grid
 
 COLUMNS = ("trial", "strategy", "fault", "at s", "complete", "requests", "errors", "served",
            "origin calls", "behaviour")
@@ -27,11 +28,5 @@ def fault_line(r: Mapping[str, Any]) -> list[str]:
 
 def render(trials: Iterable[Mapping[str, Any]]) -> str:
     """Counts are over requests started while the fault held (its instant to its lift)."""
-    rows = [fault_line(r) for r in trials]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
-              for i, c in enumerate(COLUMNS)]
-    out = ["under fault (requests started while it held):",
-           "  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True)).rstrip(),
-           "  ".join("-" * w for w in widths)]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
-    return "\n".join(out)
+    return ("under fault (requests started while it held):\n"
+            + grid(COLUMNS, [fault_line(r) for r in trials], left=len(COLUMNS)))

@@ -37,8 +37,11 @@ def origin_timeline(timelines: Sequence[Timeline]) -> bytes:
             x = np.arange(len(t.counts)) * BIN_NS / 1e9
             ax.step(x, t.counts, where="post", label=f"repeat {t.repeat}", linewidth=1.2)
         for i, expiry in enumerate(mine[0].expiries_s):
-            ax.axvline(expiry, color="red", linestyle="--", linewidth=0.9,
-                       label="scheduled expiry" if i == 0 else None)
+            ax.axvline(expiry, color="red", linestyle="-", linewidth=0.9, alpha=0.8,
+                       label="expiry (observed)" if i == 0 else None)
+        for i, planned in enumerate(mine[0].scheduled_s):
+            ax.axvline(planned, color="grey", linestyle=":", linewidth=1.0,
+                       label="scheduled (missed)" if i == 0 else None)
         ax.axvspan(*mine[0].window_s, color="grey", alpha=0.08, label="measurement window")
         peak = max(int(t.counts.max()) if len(t.counts) else 0 for t in mine)
         ax.set_title(f"{strategy}: origin calls per 100 ms (peak {peak})", fontsize=10, loc="left")
@@ -80,7 +83,7 @@ def latency_percentiles(rows: Sequence[dict[str, Any]]) -> bytes:
 
 def stage_breakdown(rows: Sequence[dict[str, Any]]) -> bytes:
     """p99 per stage and endpoint, with pool wait p99 and query time p99 side by side."""
-    labels = [f"{r['strategy']}\n{r['stage']} / {r['op']}" for r in rows]
+    labels = [f"{r['strategy']}\n{r['stage']} / {r['endpoint']}" for r in rows]
     x = np.arange(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 1.4 * len(rows)), 4.2))
     for i, (key, name) in enumerate((("p99_ms", "request p99"), ("pool_wait_p99_ms", "pool wait p99"),

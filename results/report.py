@@ -17,7 +17,9 @@ from results import html as h
 
 TRIAL_COLUMNS: list[h.Column] = [
     ("trial", "trial", ""), ("strategy", "strategy", ""), ("repeat", "repeat", ""),
-    ("origin_per_expiry", "origin/expiry", ".1f"), ("peak_origin_inflight", "peak in-flight", ""),
+    ("origin_per_expiry", "origin/expiry", ".1f"), ("event_kind", "per", ""),
+    ("expiry_events", "events", ""), ("herd_max", "largest herd", ""),
+    ("origin_per_period", "per TTL period", ".1f"), ("peak_origin_inflight", "peak in-flight", ""),
     ("rps", "rps", ",.0f"), ("p50_ms", "p50 ms", ".2f"), ("p99_ms", "p99 ms", ".1f"),
     ("error_rate", "error rate", ".2%"), ("floor_ms", "floor ms", ".3f"),
     ("origin_calls_total", "client origin calls", ","), ("db_calls", "db calls", ","),
@@ -40,6 +42,19 @@ STATEMENT_COLUMNS: list[h.Column] = [
     ("mean_ms", "mean ms", ".3f"), ("total_ms", "total ms", ",.1f"), ("share", "share of DB time", ".1%"),
 ]
 _PERCENTILE_KEYS = {"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"}
+
+
+SUMMARY_COLUMNS: list[h.Column] = [(c, c, "") for c in table.COLUMNS]
+EVENT_COLUMNS: list[h.Column] = [
+    ("trial", "trial", ""), ("strategy", "strategy", ""), ("key", "key", ""), ("at_s", "at s", ".3f"),
+    ("scheduled_s", "scheduled s", ".3f"), ("source", "source", ""), ("in_window", "counted", ""),
+    ("calls", "calls", ","), ("duration_ms", "duration ms", ".1f"),
+    ("first_fill_ms", "first fill ms", ".1f"),
+]
+
+
+def _summary(trials: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [dict(zip(table.COLUMNS, cells, strict=True)) for cells in table.summary_rows(trials)]
 
 
 @dataclass(frozen=True)
@@ -84,25 +99,31 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
     spec = data.meta.get("spec", {})
     origin = data.meta.get("origin", {})
     out = [f"<p>{html.escape(_describe(spec, origin, data.meta))}</p>",
-           "<h2>Summary</h2>", f"<pre>{html.escape(table.render(data.trials))}</pre>",
+           "<h2>Summary</h2>", h.table(_summary(data.trials), SUMMARY_COLUMNS),
            "<h2>Self-checks</h2>", h.notes(table.notes(data.trials))]
     if "origin_timeline.png" in images:
         out += ["<h2>Origin calls per 100 ms</h2>",
                 h.image(images["origin_timeline.png"], "origin calls per 100 ms")]
     out += ["<h2>Latency per strategy</h2>",
-            "<p>Exact percentiles over every in-window request, errors included (linear "
-            "interpolation). A value below the cache round-trip floor is marked !.</p>",
+            "<p>Exact percentiles over every in-window request of the clients, errors included "
+            "(linear interpolation; background refreshes and invalidating writes left out, as "
+            "in trials.parquet). A value below the cache round-trip floor is marked !.</p>",
             h.table(data.latency, LATENCY_COLUMNS, flag_cell)]
     if "latency_percentiles.png" in images:
         out.append(h.image(images["latency_percentiles.png"], "latency percentiles"))
     out += ["<h2>Trials</h2>", h.table(data.trials, TRIAL_COLUMNS, flag_cell)]
+    if data.events:
+        out += ["<h2>Expiry events and their herds</h2>",
+                "<p>Every event the cache reported (or refresh cycle), with the origin calls "
+                "attributed to it (expiries.parquet; seconds from the trial's start).</p>",
+                h.table(data.events, EVENT_COLUMNS)]
     if data.endpoints:
         out += ["<h2>Per endpoint</h2>",
-                h.table(data.endpoints, [*LATENCY_COLUMNS[:1], ("op", "op", ""),
+                h.table(data.endpoints, [*LATENCY_COLUMNS[:1], ("endpoint", "op", ""),
                                          *LATENCY_COLUMNS[1:], *GROUP_EXTRA], flag_cell)]
     if data.stages:
         out += ["<h2>Per stage</h2>",
-                h.table(data.stages, [*LATENCY_COLUMNS[:1], ("stage", "stage", ""), ("op", "op", ""),
+                h.table(data.stages, [*LATENCY_COLUMNS[:1], ("stage", "stage", ""), ("endpoint", "op", ""),
                                       *LATENCY_COLUMNS[1:], *GROUP_EXTRA], flag_cell),
                 h.image(images["stages.png"], "p99 per stage")]
     if data.statements:

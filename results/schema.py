@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from strategies.base import Outcome
+
 SCHEMA_VERSION = 1
 
 # What a worker sends back: one row per request, times on the worker's own clock.
@@ -30,31 +32,33 @@ _WIRE_BASE = pa.schema(
         ("local_hit", pa.int8()),  # 1: answered from the worker's in-process cache (two-level)
     ]
 )
-# Added for workloads (issue 4): the stage of a staged run (-1: warm-up) and whether the
-# request bypassed the cache on purpose (the bypass ramp of experiment 003). Appended after
-# ``in_window`` in REQUEST_SCHEMA so the earlier columns keep their places.
-WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_())]
+# Columns added after the first schema, appended after ``in_window`` in REQUEST_SCHEMA so the
+# earlier columns keep their places: the stage of a staged run (-1: warm-up), whether the
+# request bypassed the cache on purpose (the bypass ramp of experiment 003), and, for a refresh
+# of a value that had not expired yet (XFetch early, swr), that value's expiry stamp as its
+# filler wrote it (0: none): it names the refresh cycle the origin call belongs to.
+WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_()),
+              pa.field("refresh_of_ns", pa.int64())]
 WIRE_SCHEMA = pa.schema([*_WIRE_BASE, *WIRE_ADDED])
 
-# What the coordinator adds to every row before writing ``requests/``.
-CONTEXT_FIELDS = [
+# Which trial a row belongs to: the first columns of requests, trials and expiries.
+TRIAL_KEY = [
     pa.field("run_id", pa.string()),
     pa.field("trial", pa.int32()),
     pa.field("strategy", pa.string()),
     pa.field("repeat", pa.int32()),
-    pa.field("worker", pa.string()),
 ]
+# What the coordinator adds to every row before writing ``requests/``.
+CONTEXT_FIELDS = [*TRIAL_KEY, pa.field("worker", pa.string())]
 REQUEST_SCHEMA = pa.schema([*CONTEXT_FIELDS, *_WIRE_BASE, pa.field("in_window", pa.bool_()),
                             *WIRE_ADDED])
 
 # One row per trial in ``trials.parquet``.
 TRIAL_SCHEMA = pa.schema(
     [
-        ("run_id", pa.string()),
-        ("trial", pa.int32()),
-        ("strategy", pa.string()),
+        *TRIAL_KEY[:3],
         ("params", pa.string()),
-        ("repeat", pa.int32()),
+        TRIAL_KEY[3],
         ("workers", pa.int32()),
         ("clients", pa.int32()),
         ("ttl_s", pa.float64()),
@@ -80,7 +84,7 @@ TRIAL_SCHEMA = pa.schema(
         ("start_spread_ms", pa.float64()),
         ("error_types", pa.string()),
         ("complete", pa.bool_()),
-        # Added by the self-checks (issue 5); absent from older runs, so readers must tolerate it.
+        # Columns below were added later; absent from older runs, so readers must tolerate them.
         ("p90_ms", pa.float64()),
         ("p999_ms", pa.float64()),
         ("max_worker_cpu", pa.float64()),
@@ -100,10 +104,43 @@ TRIAL_SCHEMA = pa.schema(
         ("fault_errors", pa.int64()),
         ("fault_served", pa.int64()),  # of those, answered with a value (fail-open)
         ("fault_origin_calls", pa.int64()),
-        # Added for workloads (issue 4).
         ("peak_origin_per_s", pa.int64()),  # most origin calls started in one 1-second bucket
         ("late_sends", pa.int64()),  # open loop: started more than LATE_MS after the intended instant
         ("dropped_sends", pa.int64()),  # open loop: never sent (an error row of type DroppedSend)
+        # Observed events (results.events): origin_calls / expiry_events / origin_per_expiry are
+        # over the events in the window, each herd whole; the per-period figure is a cross-check.
+        ("event_kind", pa.string()),  # what an event is here: expiry, refresh cycle, or both
+        ("expiry_source", pa.string()),  # server (reported by the cache) or schedule (fallback)
+        ("herd_median", pa.float64()),  # origin calls per event, median over the window's events
+        ("herd_max", pa.int64()),
+        ("herd_duration_p50_ms", pa.float64()),  # first call's start to last call's end
+        ("herd_duration_max_ms", pa.float64()),
+        ("first_fill_p50_ms", pa.float64()),  # event to the end of its first origin call
+        ("unattributed_calls", pa.int64()),  # origin calls with no event of their key before them
+        ("window_origin_calls", pa.int64()),  # origin calls started in the window
+        ("period_events", pa.int64()),  # TTL periods x primed keys (the earlier definition)
+        ("origin_per_period", pa.float64()),  # window_origin_calls / period_events
+        ("per_period_differs", pa.bool_()),  # the two figures differ by more than 10 %
+        ("expiry_mode", pa.string()),  # drift (each expiry one TTL after its fill) or aligned
+        ("aligned_max_ms", pa.float64()),  # largest |observed - scheduled| of the window's expiries
+    ]
+)
+
+# One row per event in ``expiries.parquet`` (results.events): what the cache server reported,
+# or the refresh cycle a refresh replaced, with its herd.
+EXPIRY_SCHEMA = pa.schema(
+    [
+        *TRIAL_KEY,
+        ("key", pa.string()),
+        ("event_ns", pa.int64()),  # coordinator clock: when the listener received the report
+        ("scheduled_ns", pa.int64()),  # the planned instant it happened at; null where none
+        ("source", pa.string()),  # expired, deleted, refresh or schedule
+        ("in_window", pa.bool_()),
+        ("calls", pa.int64()),  # origin calls attributed to it (its herd)
+        ("first_call_ns", pa.int64()),
+        ("last_end_ns", pa.int64()),
+        ("duration_ms", pa.float64()),
+        ("first_fill_ms", pa.float64()),
     ]
 )
 
@@ -123,7 +160,7 @@ STATEMENT_SCHEMA = pa.schema(
     ]
 )
 
-OUTCOMES = ("hit", "stale", "filled", "waited", "error")
+OUTCOMES = tuple(o.name.lower() for o in sorted(Outcome))  # by code: the recorder's dictionary
 LATE_MS = 10.0  # an open-loop send this far behind its intended instant counts as late
 DROPPED = "DroppedSend"  # error type of an open-loop send given up (too late to be meaningful)
 INVALIDATE_OP = "invalidate"  # op of a write-driven invalidation row

@@ -16,7 +16,13 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from results.schema import REQUEST_SCHEMA, SCHEMA_VERSION, STATEMENT_SCHEMA, TRIAL_SCHEMA
+from results.schema import (
+    EXPIRY_SCHEMA,
+    REQUEST_SCHEMA,
+    SCHEMA_VERSION,
+    STATEMENT_SCHEMA,
+    TRIAL_SCHEMA,
+)
 
 
 class RunExists(FileExistsError):
@@ -28,6 +34,7 @@ class RunWriter:
         self.root = root
         self._trials: list[dict[str, Any]] = []
         self._statements: list[dict[str, Any]] = []
+        self._expiries: list[dict[str, Any]] = []
 
     @classmethod
     def create(cls, root: Path) -> RunWriter:
@@ -55,18 +62,24 @@ class RunWriter:
     def add_trial(self, row: Mapping[str, Any]) -> None:
         """Append one trial's summary and rewrite ``trials.parquet`` at once."""
         self._trials.append(dict(row))
-        table = pa.Table.from_pylist(self._trials, schema=TRIAL_SCHEMA)
-        tmp = self.root / "trials.parquet.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.root / "trials.parquet")
+        _replace_table(self.root / "trials.parquet", self._trials, TRIAL_SCHEMA)
 
     def add_statements(self, rows: list[dict[str, Any]]) -> None:
         """Append one trial's pg_stat_statements deltas and rewrite ``statements.parquet``."""
         self._statements.extend(rows)
-        table = pa.Table.from_pylist(self._statements, schema=STATEMENT_SCHEMA)
-        tmp = self.root / "statements.parquet.tmp"
-        pq.write_table(table, tmp)
-        os.replace(tmp, self.root / "statements.parquet")
+        _replace_table(self.root / "statements.parquet", self._statements, STATEMENT_SCHEMA)
+
+    def add_expiries(self, rows: list[dict[str, Any]]) -> None:
+        """Append one trial's events with their herds and rewrite ``expiries.parquet``."""
+        self._expiries.extend(rows)
+        _replace_table(self.root / "expiries.parquet", self._expiries, EXPIRY_SCHEMA)
+
+
+def _replace_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    """Write ``rows`` beside ``path``, then rename over it: a reader never sees half a file."""
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
+    os.replace(tmp, path)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -82,6 +95,12 @@ def read_meta(root: Path) -> dict[str, Any]:
 
 def read_trials(root: Path) -> pa.Table:
     return pq.read_table(root / "trials.parquet")
+
+
+def read_expiries(root: Path) -> pa.Table | None:
+    """Every event with its herd; None for runs made before events were observed."""
+    path = root / "expiries.parquet"
+    return pq.read_table(path) if path.exists() else None
 
 
 def read_statements(root: Path) -> pa.Table | None:

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
-from results import metrics
 from results.checks import origin_mismatch, saturation_reason
+from results.text import grid
 
-COLUMNS = ("strategy", "origin/expiry (each run)", "median", "rps", "p50 ms", "p99 ms",
+COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 ms", "p99 ms",
            "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "peak",
            "spread ms", "db check", "generator")
 
@@ -65,6 +62,7 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
         name,
         " ".join(f"{float(r['origin_per_expiry']):.1f}" for r in rows),
         f"{_median(rows, 'origin_per_expiry'):.1f}",
+        _event_kind(rows),
         f"{_median(rows, 'rps'):,.0f}",
         _ms(p50) + ("!" if any(r["below_floor"] for r in rows) else ""),
         _ms(_median(rows, "p99_ms")),
@@ -82,6 +80,17 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
     ]
 
 
+_KINDS = {"expiry": "expiry", "refresh cycle": "refresh", "expiry+refresh": "both"}
+
+
+def _event_kind(rows: list[Mapping[str, Any]]) -> str:
+    """What the origin/expiry figure is per: observed expiries, refresh cycles, or both; runs
+    made before events were observed counted TTL periods."""
+    kinds = {str(r.get("event_kind") or "") for r in rows}
+    names = sorted({_KINDS.get(k, "period") for k in kinds})
+    return "+".join(names) + ("*" if any(r.get("expiry_source") == "schedule" for r in rows) else "")
+
+
 def _generator(rows: list[Mapping[str, Any]]) -> str:
     """``ok``, ``SATURATED`` (latencies inflated) or ``n/a`` for runs made before the check."""
     flags = [r.get("saturated") for r in rows]
@@ -90,18 +99,15 @@ def _generator(rows: list[Mapping[str, Any]]) -> str:
     return "SATURATED" if any(flags) else "ok"
 
 
+def summary_rows(trials: Iterable[Mapping[str, Any]]) -> list[list[str]]:
+    """One line per strategy, in the order of ``COLUMNS`` (text and HTML both show these)."""
+    return [strategy_line(name, group) for name, group in group_by_strategy(trials).items()]
+
+
 def render(trials: Iterable[Mapping[str, Any]]) -> str:
-    """A plain-text table; ``!`` after p50 marks a result faster than the physical floor."""
-    rows = [strategy_line(name, group) for name, group in group_by_strategy(trials).items()]
-    widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c)
-              for i, c in enumerate(COLUMNS)]
-    lines = ["  ".join(c.ljust(w) if i < 2 else c.rjust(w)
-                       for i, (c, w) in enumerate(zip(COLUMNS, widths, strict=True)))]
-    lines.append("  ".join("-" * w for w in widths))
-    for r in rows:
-        lines.append("  ".join(v.ljust(w) if i < 2 else v.rjust(w)
-                               for i, (v, w) in enumerate(zip(r, widths, strict=True))))
-    return "\n".join(lines)
+    """A plain-text table; ``!`` after p50 marks a result faster than the physical floor,
+    ``*`` after the event kind an expiry count taken from the schedule (the cache reported none)."""
+    return grid(COLUMNS, summary_rows(trials), left=2)
 
 
 def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -119,49 +125,32 @@ def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
         if r.get("saturated"):
             out.append(f"{where}: load generator saturated ({saturation_reason(r)}): "
                        "its latencies are inflated")
+        out.extend(f"{where}: {n}" for n in _event_notes(r))
     return out
 
 
-# Per-stage and per-endpoint figures (issue 4): functions of raw rows, reused by reports.
+def _event_notes(r: Mapping[str, Any]) -> list[str]:
+    out = []
+    if r.get("per_period_differs"):
+        out.append(f"{r['origin_per_expiry']:.1f} origin calls per observed event, "
+                   f"{r['origin_per_period']:.1f} per TTL period of the window: the herds drift "
+                   "against the window (the first counts each herd whole)")
+    if r.get("expiry_source") == "schedule":
+        out.append("the cache reported no expiries (keyspace notifications refused): events "
+                   "are the scheduled instants")
+    elif r.get("expiry_source") == "server with gap":
+        out.append("the cache stopped reporting expiries for a while: events in that gap are missing")
+    if r.get("unattributed_calls"):
+        out.append(f"{r['unattributed_calls']} origin calls had no event of their key before "
+                   "them (cold keys' first fills): not in the headline")
+    return out
+
+
+# Per-stage and per-endpoint tables; their figures come from results.figures.stage_rows.
 STAGE_COLUMNS = ("strategy", "stage", "bypass", "endpoint", "requests", "rps", "hit %", "p50 ms",
                  "p99 ms", "pool wait p99 ms", "query p99 ms", "origin calls", "errors", "late",
                  "dropped")
-
-
-def stage_rows(rows: pa.Table) -> list[dict[str, Any]]:
-    """One dict per (strategy, stage, endpoint) over the rows after warm-up (stage >= 0).
-
-    Pool wait and query time are over the rows that reached the origin, so a light endpoint
-    whose latency is pool wait (experiment 003) shows it next to its short query time.
-    """
-    rows = metrics.reads(rows.filter(pc.greater_equal(rows["stage"], 0)))
-    out = []
-    keys = rows.select(["strategy", "stage", "op"]).group_by(["strategy", "stage", "op"]).aggregate([])
-    for strategy, stage, op in sorted(zip(*(keys[c].to_pylist() for c in keys.column_names),
-                                          strict=True)):
-        group = rows.filter(pc.and_(pc.and_(pc.equal(rows["strategy"], strategy),
-                                            pc.equal(rows["stage"], stage)),
-                                    pc.equal(rows["op"], op)))
-        out.append({"strategy": strategy, "stage": stage, "endpoint": op, **_stage_figures(group)})
-    return out
-
-
-def _stage_figures(group: pa.Table) -> dict[str, Any]:
-    n = group.num_rows
-    span_ns = (pc.max(group["t_intended_ns"]).as_py() or 0) - (pc.min(group["t_intended_ns"]).as_py() or 0)
-    called = group.filter(pc.greater(group["origin_called"], 0))
-    p50, p99 = metrics.percentiles_ms(group["latency_ns"], (0.5, 0.99))
-    (pool99,) = metrics.percentiles_ms(called["pool_wait_ns"], (0.99,))
-    (query99,) = metrics.percentiles_ms(called["origin_ns"], (0.99,))
-    return {
-        "bypass_pct": 100 * (pc.sum(group["bypass"]).as_py() or 0) / n,
-        "requests": n, "rps": n / (span_ns / 1e9) if span_ns > 0 else float("nan"),
-        "hit_pct": 100 * (pc.sum(pc.equal(group["outcome"], "hit")).as_py() or 0) / n,
-        "p50_ms": p50, "p99_ms": p99, "pool_wait_p99_ms": pool99, "query_p99_ms": query99,
-        "origin_calls": int(pc.sum(group["origin_called"]).as_py() or 0),
-        "errors": int(pc.sum(pc.equal(group["outcome"], "error")).as_py() or 0),
-        **metrics.sends(group),
-    }
+LOAD_COLUMNS = ("strategy", "repeat", "origin calls", "peak origin/s", "late sends", "dropped sends")
 
 
 def _cells(r: Mapping[str, Any]) -> list[str]:
@@ -172,28 +161,13 @@ def _cells(r: Mapping[str, Any]) -> list[str]:
             f"{r['dropped_sends']:,}"]
 
 
-def render_grid(columns: Sequence[str], cells: list[list[str]]) -> str:
-    """Left-aligned first column, the rest right-aligned."""
-    widths = [max(len(c), *(len(r[i]) for r in cells)) if cells else len(c)
-              for i, c in enumerate(columns)]
-    lines = ["  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(columns, widths,
-                                                                                       strict=True)))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(r, widths,
-                                                                                     strict=True)))
-              for r in cells]
-    return "\n".join(lines)
-
-
 def render_stages(stage_figures: Iterable[Mapping[str, Any]]) -> str:
     """The per-stage, per-endpoint table (p99 next to pool-wait p99 and query p99)."""
-    return render_grid(STAGE_COLUMNS, [_cells(r) for r in stage_figures])
+    return grid(STAGE_COLUMNS, [_cells(r) for r in stage_figures])
 
 
 def render_load(trials: Iterable[Mapping[str, Any]]) -> str:
     """Per trial: the peak origin calls in one second (the herd's rate) and the open-loop sends."""
-    cells = [[str(t["strategy"]), str(t["repeat"]), f"{t['origin_calls']:,}",
-              f"{t['peak_origin_per_s'] or 0:,}", f"{t['late_sends'] or 0:,}",
-              f"{t['dropped_sends'] or 0:,}"] for t in trials]
-    return render_grid(("strategy", "repeat", "origin calls", "peak origin/s", "late sends",
-                        "dropped sends"), cells)
+    return grid(LOAD_COLUMNS, [[str(t["strategy"]), str(t["repeat"]), f"{t['origin_calls']:,}",
+                                f"{t['peak_origin_per_s'] or 0:,}", f"{t['late_sends'] or 0:,}",
+                                f"{t['dropped_sends'] or 0:,}"] for t in trials])

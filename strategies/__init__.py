@@ -16,11 +16,13 @@ from strategies.base import (
     StrategyError,
     close_strategy,
 )
+from strategies.params import ExpiryGrid
 from strategies.registry import InvalidStrategy, StrategySpec, from_mapping, names, parse
 
 __all__ = [
     "Background",
     "Deps",
+    "ExpiryGrid",
     "InvalidStrategy",
     "Loader",
     "LockStoreDown",

@@ -14,6 +14,8 @@ from typing import ClassVar, Protocol
 
 import redis
 
+from strategies.params import ExpiryGrid
+
 
 class Outcome(enum.IntEnum):
     """How one request was answered (BRIEF section 3)."""
@@ -23,10 +25,6 @@ class Outcome(enum.IntEnum):
     FILLED = 2
     WAITED = 3
     ERROR = 4
-
-    @property
-    def label(self) -> str:
-        return self.name.lower()
 
 
 class Probe:
@@ -43,6 +41,7 @@ class Probe:
         "origin_ns",
         "origin_start_ns",
         "pool_wait_ns",
+        "refresh_of_ns",
         "stale_age_ns",
     )
 
@@ -57,6 +56,9 @@ class Probe:
         self.lock_wait_ns = 0
         self.stale_age_ns = 0
         self.local_hit = 0
+        # A refresh of a value that had not expired yet: that value's expiry stamp (ns). It names
+        # the refresh cycle the origin call belongs to (results.events); 0 for any other call.
+        self.refresh_of_ns = 0
 
 
 class Loader(Protocol):
@@ -91,6 +93,7 @@ class Deps:
     loader: Loader
     ttl_ms: int
     background: Background | None = None
+    expiry_grid: ExpiryGrid | None = None  # --expiry aligned; None: each value lives one TTL
 
 
 class Strategy(Protocol):

@@ -68,7 +68,7 @@ class Lease:
     def __init__(self, deps: Deps, params: LeaseParams) -> None:
         self._deps = deps
         self._params = params
-        self._ttl = Ttl(deps.ttl_ms, params.jitter)
+        self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self._waiter = Waiter(deps.cache, params, params.lease_ms)
         self._get = deps.cache.register_script(_GET_OR_LEASE)
         self._set = deps.cache.register_script(_SET_WITH_LEASE)

@@ -36,7 +36,7 @@ class Lock:
 
     def __init__(self, deps: Deps, params: LockParams) -> None:
         self._deps = deps
-        self._ttl = Ttl(deps.ttl_ms, params.jitter)
+        self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self.flight = SingleFlight(deps, params, self.double_check)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
@@ -58,7 +58,8 @@ class Lock:
 
     def _fill(self, key: str, probe: Probe) -> None:
         value = self._deps.loader.load(key, probe)
-        self._deps.cache.set(key, value, px=self._ttl.draw_ms())
+        expiry = self._ttl.draw()
+        self._deps.cache.set(key, value, px=expiry.px, pxat=expiry.pxat)
 
 
 @register

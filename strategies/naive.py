@@ -16,14 +16,15 @@ class Naive:
 
     def __init__(self, deps: Deps, params: CommonParams) -> None:
         self._deps = deps
-        self._ttl = Ttl(deps.ttl_ms, params.jitter)
+        self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         cache = self._deps.cache
         if cache.get(key) is not None:
             return Outcome.HIT
         value = self._deps.loader.load(key, probe)
-        cache.set(key, value, px=self._ttl.draw_ms())
+        expiry = self._ttl.draw()
+        cache.set(key, value, px=expiry.px, pxat=expiry.pxat)
         return Outcome.FILLED
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:

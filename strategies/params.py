@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import enum
 import random
+import time
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 class Wake(enum.StrEnum):
@@ -65,20 +67,58 @@ class LockParams(WaitParams):
             raise ValueError("lock_ttl_ms must be > 0")
 
 
+@dataclass(frozen=True)
+class ExpiryGrid:
+    """``--expiry aligned``: every value expires at the next boundary of the trial's common
+    clock, so each expiry of a trial is one synchronized event across hosts."""
+
+    origin_ms: int  # one boundary (the trial's first scheduled expiry), on this host's clock
+    period_ms: int
+
+    def next_ms(self, now_ms: int) -> int:
+        """The first boundary after ``now_ms``."""
+        return self.origin_ms + ((now_ms - self.origin_ms) // self.period_ms + 1) * self.period_ms
+
+
+class Expiry(NamedTuple):
+    """When a written value expires: ``px`` after the server stores it (each value lives one
+    TTL: drift), or at the absolute instant ``pxat`` (a boundary of the grid: aligned, immune
+    to the client-side delay between computing the TTL and the server storing the value)."""
+
+    px: int | None
+    pxat: int | None
+
+    def at_ms(self) -> int:
+        """The expiry instant in ms since the epoch, as this host reckons it."""
+        return self.pxat if self.pxat is not None else time.time_ns() // 1_000_000 + (self.px or 0)
+
+
 class Ttl:
-    """The TTL a write uses: the trial's TTL, spread by ``jitter``."""
+    """The TTL a write uses: the trial's TTL (or, on a grid, the time to its next boundary),
+    spread by ``jitter``."""
 
-    __slots__ = ("_base_ms", "_jitter")
+    __slots__ = ("_base_ms", "_grid", "_jitter")
 
-    def __init__(self, base_ms: int, jitter: float) -> None:
+    def __init__(self, base_ms: int, jitter: float, grid: ExpiryGrid | None = None) -> None:
         self._base_ms = base_ms
         self._jitter = jitter
+        self._grid = grid
 
     @property
     def base_ms(self) -> int:
         return self._base_ms
 
+    def draw(self) -> Expiry:
+        """The expiry of a value written now: relative, or on the grid absolute."""
+        if self._grid is None:
+            return Expiry(self.draw_ms(), None)
+        return Expiry(None, time.time_ns() // 1_000_000 + self.draw_ms())
+
     def draw_ms(self) -> int:
+        ttl = self._base_ms
+        if self._grid is not None:
+            now_ms = time.time_ns() // 1_000_000
+            ttl = self._grid.next_ms(now_ms) - now_ms
         if not self._jitter:
-            return self._base_ms
-        return max(1, round(self._base_ms * (1.0 + self._jitter * random.uniform(-1.0, 1.0))))
+            return ttl
+        return max(1, round(ttl + self._base_ms * self._jitter * random.uniform(-1.0, 1.0)))

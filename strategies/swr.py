@@ -38,7 +38,7 @@ class StaleWhileRevalidate:
 
     def __init__(self, deps: Deps, params: SwrParams) -> None:
         self._deps = deps
-        self._ttl = Ttl(deps.ttl_ms, params.jitter)
+        self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self._hard_factor = params.hard_factor
         self._open = params.on_lock_error is LockErrorPolicy.OPEN
         self.flight = SingleFlight(deps, params, double_check=True)
@@ -52,9 +52,9 @@ class StaleWhileRevalidate:
         if late_us < 0:
             return Outcome.HIT
         probe.stale_age_ns = late_us * 1000
-        return self._revalidate(key, probe)
+        return self._revalidate(key, probe, value.expiry_us * 1000)
 
-    def _revalidate(self, key: str, probe: Probe) -> Outcome:
+    def _revalidate(self, key: str, probe: Probe, soft_expiry_ns: int) -> Outcome:
         """Start the one refresh if nobody has; this reader is served stale either way."""
         try:
             token = self.flight.lock.try_acquire(lock_key(key))
@@ -64,7 +64,7 @@ class StaleWhileRevalidate:
             token = b""  # fail open: refresh without the lock
         if token is None:
             return Outcome.STALE
-        refresh = self._refresh_job(key, token)
+        refresh = self._refresh_job(key, token, soft_expiry_ns)
         background = self._deps.background
         if background is None:
             return refresh(probe)
@@ -76,10 +76,12 @@ class StaleWhileRevalidate:
             raise
         return Outcome.STALE
 
-    def _refresh_job(self, key: str, token: bytes) -> Job:
-        """The refresh, as a job: under the lock held by ``token`` (none when failing open)."""
+    def _refresh_job(self, key: str, token: bytes, soft_expiry_ns: int) -> Job:
+        """The refresh, as a job: under the lock held by ``token`` (none when failing open).
+        Its origin call belongs to the refresh cycle of the value it replaces."""
 
         def refresh(probe: Probe) -> Outcome:
+            probe.refresh_of_ns = soft_expiry_ns
             if not token:
                 self._fill(key, probe)
                 return Outcome.FILLED
@@ -94,8 +96,7 @@ class StaleWhileRevalidate:
 
     def _fill(self, key: str, probe: Probe) -> None:
         payload = self._deps.loader.load(key, probe)
-        soft_ms = self._ttl.draw_ms()
-        self._store(key, payload, envelope.now_us() // 1000 + soft_ms, soft_ms)
+        self._store(key, payload, self._ttl.draw().at_ms(), self._ttl.base_ms)
 
     def _store(self, key: str, payload: bytes, soft_at_ms: int, soft_ms: int) -> None:
         hard_at_ms = soft_at_ms + round(soft_ms * (self._hard_factor - 1.0))

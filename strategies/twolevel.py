@@ -91,15 +91,17 @@ class TwoLevel(Lock):
             self.local[key] = (time.monotonic() + self._local_ttl_s, bytes(value))  # type: ignore[arg-type]
         return Outcome.HIT
 
-    def write(self, key: str, value: bytes, px: int) -> None:
+    def write(self, key: str, value: bytes, px: int | None, pxat: int | None = None) -> None:
         """Rewrite a value in Redis and tell every process to drop its local copy."""
         pipe = self._deps.cache.pipeline(transaction=False)
-        pipe.set(key, value, px=px)
+        pipe.set(key, value, px=px, pxat=pxat)
         pipe.publish(CHANNEL, key)
         pipe.execute()
 
     def _fill(self, key: str, probe: Probe) -> None:
-        self.write(key, self._deps.loader.load(key, probe), self._ttl.draw_ms())
+        value = self._deps.loader.load(key, probe)
+        expiry = self._ttl.draw()
+        self.write(key, value, expiry.px, expiry.pxat)
 
     def close(self) -> None:
         self._invalidations.close()

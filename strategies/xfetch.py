@@ -69,7 +69,7 @@ class XFetch:
 
     def __init__(self, deps: Deps, params: XFetchParams | XFetchLockParams) -> None:
         self._deps = deps
-        self._ttl = Ttl(deps.ttl_ms, params.jitter)
+        self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self._beta = params.beta
         self._origin_only = params.delta is DeltaMode.ORIGIN
 
@@ -87,6 +87,7 @@ class XFetch:
         return Outcome.FILLED
 
     def early(self, key: str, probe: Probe, current: envelope.Envelope) -> Outcome:
+        probe.refresh_of_ns = current.expiry_us * 1000
         self.fill(key, probe)
         return Outcome.FILLED
 
@@ -96,9 +97,9 @@ class XFetch:
         payload = self._deps.loader.load(key, probe)
         delta_ns = (probe.origin_ns - origin_before if self._origin_only
                     else time.perf_counter_ns() - started)
-        ttl_ms = self._ttl.draw_ms()
-        packed = envelope.pack(payload, envelope.now_us() + ttl_ms * 1000, delta_ns / 1e9)
-        self._deps.cache.set(key, packed, px=ttl_ms)
+        expiry = self._ttl.draw()
+        packed = envelope.pack(payload, expiry.at_ms() * 1000, delta_ns / 1e9)
+        self._deps.cache.set(key, packed, px=expiry.px, pxat=expiry.pxat)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         """Store ``value`` with a delta measured by one real recompute, so the first expiry
@@ -136,6 +137,7 @@ class XFetchLock(XFetch):
             return super().early(key, probe, current)
         if token is None:
             return Outcome.HIT  # another reader recomputes; this one serves the fresh value
+        probe.refresh_of_ns = current.expiry_us * 1000
         outcome = self.flight.fill_locked(key, token, probe, lambda: self._renewed(key, current),
                                           lambda p: self.fill(key, p))
         return Outcome.HIT if outcome is Outcome.WAITED else outcome  # renewed meanwhile

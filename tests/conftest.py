@@ -1,12 +1,17 @@
-"""Fixtures that start real services (the same code the embedded stack uses).
+"""Test kinds by folder, and the fixtures that start real services (the same code the embedded
+stack uses).
 
-Session-scoped servers, with a fresh database per test where it matters:
+Every test lives in tests/unit (pure), tests/integration (real services started by fixtures) or
+tests/e2e (full coordinator launches); the folder gives it its marker, so ``-m "not e2e"`` starts
+no full stack. Session-scoped servers, with a fresh database per test where it matters:
 ``redis_server(name)`` and ``postgres`` are factories in the arq style.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -16,9 +21,28 @@ import pytest
 import redis
 
 from coordinator.origin.seed import seed_orders
+from coordinator.stack.celery_workers import worker_argv
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis
+from model.services import Services
+from tests.helpers import SECRET, coordinator
+
+TESTS = Path(__file__).resolve().parent
+KINDS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test with its kind, the name of the folder it lives in under tests/."""
+    for item in items:
+        try:
+            kind = item.path.resolve().relative_to(TESTS).parts[0]
+        except ValueError:  # not under tests/ (a path given on the command line)
+            continue
+        if kind not in KINDS:
+            raise pytest.UsageError(
+                f"{item.nodeid}: a test file belongs in tests/unit, tests/integration or tests/e2e")
+        item.add_marker(kind)
 
 
 @pytest.fixture(scope="session")
@@ -84,17 +108,35 @@ def reset_statements(postgres_dsn: str) -> str:
     return postgres_dsn
 
 
+def start_worker(name: str, services: Services, log: Path) -> ManagedProcess:
+    """A real Celery worker (as the embedded stack starts one) on the given services."""
+    env = {**os.environ, **services.to_env(), "PYTHONUNBUFFERED": "1"}
+    return ManagedProcess(name, worker_argv(name), log, env=env, stop_signal=signal.SIGQUIT,
+                          stop_timeout_s=3.0)
+
+
+@pytest.fixture(scope="module")
+def secured(tmp_path_factory: pytest.TempPathFactory, postgres_dsn: str,
+            ) -> Iterator[tuple[Services, ManagedProcess]]:
+    """One Redis with password ``SECRET`` (cache db 0, lock store db 1, broker db 2) and a worker."""
+    workdir = tmp_path_factory.mktemp("secured")
+    proc, url = start_redis("secured", workdir, password=SECRET)
+    base = url.rsplit("/", 1)[0]
+    services = Services(f"{base}/0", f"{base}/1", f"{base}/2", postgres_dsn)
+    worker = start_worker("h1@stampede-test", services, workdir / "worker.log")
+    try:
+        yield services, worker
+    finally:
+        worker.stop()
+        proc.stop()
+
+
 @pytest.fixture(scope="session")
 def real_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A real run directory: ``coordinator launch`` (naive, lock) on its own embedded stack."""
-    import subprocess
-    import sys
-
     out = tmp_path_factory.mktemp("real-run") / "run"
-    subprocess.run(
-        [sys.executable, "-m", "coordinator", "launch", "--workers", "2", "--clients", "16",
-         "--seconds", "3", "--ttl", "1", "--scale", "20000", "--origin-ms", "2",
-         "--strategies", "naive,lock", "--out", str(out), "--quiet"],
-        check=True, timeout=300, capture_output=True,
-    )
+    done = coordinator("launch", "--workers", "2", "--clients", "16", "--seconds", "3", "--ttl", "1",
+                       "--scale", "20000", "--origin-ms", "2", "--strategies", "naive,lock",
+                       "--out", str(out), "--quiet", timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
     return out

@@ -1,6 +1,6 @@
 """The bare loop our generator is compared with: the same threads doing plain GETs, nothing else.
 
-Benchmark 1 (bench/generator.py) runs this and a real all-hit trial on the same workers and
+Benchmark 1 (bench/cluster.py, ``make bench``) runs this and a real all-hit trial on the same workers and
 servers; the ratio of their request rates is the generator's efficiency.
 """
 

@@ -15,7 +15,7 @@ from model.origin import EndpointLoader, OriginShape, ValueShaper
 from model.wire import TrialSpec
 from model.workload import Workload
 from results.schema import INVALIDATE_OP, REFRESH_OP
-from strategies import Background, Deps, Strategy
+from strategies import Background, Deps, ExpiryGrid, Strategy
 from worker.loop import LoopContext, Tables, closed_loop, open_loop, writer_loop
 from worker.recorder import Recorder
 from worker.schedule import Arrivals, Stages, segments
@@ -46,7 +46,8 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
     shaper = ValueShaper(workload.value_bytes, workload.compress)
     loaders = [EndpointLoader(pool, ep.query, shape, shaper) for ep in workload.endpoints]
     strategy = spec.strategy_spec()
-    built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background))
+    built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background,
+                                 _grid(spec, ep.ttl_ms)))
              for loader, ep in zip(loaders, workload.endpoints, strict=True)]
     fetchers = [s.fetch for s in built]
     offset = spec.clock_offset_ns
@@ -61,7 +62,7 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
     tables = _tables(workload, workload.seed * 7919 + spec.worker_index)
     ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
                       think_s=workload.think_ms / 1000, arrivals=arrivals,
-                      late_ns=round(workload.late_ms * 1e6), drop_ns=round(workload.drop_ms * 1e6),
+                      drop_ns=round(workload.drop_ms * 1e6),
                       start_ns=spec.start_ns + offset)
     ops = [*workload.names, INVALIDATE_OP, REFRESH_OP]
     writer = None
@@ -74,6 +75,13 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
 
     loop: Loop = open_loop if workload.open_loop else closed_loop
     return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built)
+
+
+def _grid(spec: TrialSpec, ttl_ms: int) -> ExpiryGrid | None:
+    """``--expiry aligned``: boundaries every TTL from the first expiry, on this host's clock."""
+    if not spec.expiry_grid_ns:
+        return None
+    return ExpiryGrid((spec.expiry_grid_ns + spec.clock_offset_ns) // 1_000_000, ttl_ms)
 
 
 @functools.lru_cache(maxsize=4)

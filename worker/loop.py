@@ -60,7 +60,6 @@ class LoopContext:
     end_ns: int
     think_s: float = 0.0
     arrivals: Arrivals | None = None
-    late_ns: int = 10_000_000
     drop_ns: int = 1_000_000_000
     start_ns: int = 0  # the common start instant (worker clock); 0: at once
     counter: itertools.count[int] = field(default_factory=itertools.count)

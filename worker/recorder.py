@@ -12,7 +12,7 @@ from results.schema import OUTCOMES, WIRE_SCHEMA
 from strategies import Outcome, Probe
 
 _INT64 = ("t_start_ns", "latency_ns", "origin_start_ns", "origin_ns", "pool_wait_ns",
-          "lock_wait_ns", "stale_age_ns")
+          "lock_wait_ns", "stale_age_ns", "refresh_of_ns")
 
 
 class Recorder:
@@ -38,6 +38,7 @@ class Recorder:
         self.pool_wait_ns = array("q")
         self.lock_wait_ns = array("q")
         self.stale_age_ns = array("q")
+        self.refresh_of_ns = array("q")
         self.key_codes = array("i")
         self.outcome = array("b")
         self.origin_called = array("b")
@@ -69,6 +70,7 @@ class Recorder:
         self.pool_wait_ns.append(probe.pool_wait_ns)
         self.lock_wait_ns.append(probe.lock_wait_ns)
         self.stale_age_ns.append(probe.stale_age_ns)
+        self.refresh_of_ns.append(probe.refresh_of_ns)
         self.origin_calls += probe.origin_calls
         if error is None:
             self.error_code.append(-1)

@@ -133,11 +133,3 @@ def segments(start_ns: int, end_ns: int, stages: Stages, rates: Sequence[float])
         if t1 > t0:
             out.append(Segment(t0, rate, int((t1 - t0) * rate // 1e9)))
     return out
-
-
-def lateness(t_intended_ns: int, t_start_ns: int, late_ns: int, drop_ns: int) -> int:
-    """0 on time, 1 late, 2 dropped (more than ``drop_ns`` behind its intended instant)."""
-    behind = t_start_ns - t_intended_ns
-    if behind > drop_ns:
-        return 2
-    return 1 if behind > late_ns else 0

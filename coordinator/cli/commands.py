@@ -15,7 +15,8 @@ from coordinator import defaults
 from coordinator.cli.launch import RunFailed, launch
 from coordinator.cli.options import fault_list, service_options, strategy_list
 from coordinator.cli.workload_options import workload_options
-from results import compare, fault_table, report, store, table
+from coordinator.plan import ExpiryMode
+from results import compare, report, store, summary
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 
@@ -60,6 +61,10 @@ def cli() -> None:
               help="Inject a fault in every trial (repeatable; embedded stack only), e.g. "
                    "lock-store:kill@5, lock-store:pause@4+2, cache:kill@3, origin:lock@3+2, "
                    "origin:exhaust@3+2, worker:kill@3, broker:restart@SECONDS>=--seconds.")
+@click.option("--expiry", type=click.Choice([m.value for m in ExpiryMode]),
+              default=ExpiryMode.DRIFT.value, show_default=True,
+              help="drift: each value lives one TTL after its fill (experiment 000); aligned: every "
+                   "value expires at the next TTL boundary of the trial's clock (synchronized).")
 @workload_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
@@ -78,12 +83,8 @@ def _run_dir(run_dir: Path, hint: str) -> list[dict[str, object]]:
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
 def report_command(run_dir: Path) -> None:
     """Print the summary table of a run; write RUN_DIR/report.html and the PNGs beside it."""
-    trials = _run_dir(run_dir, "RUN_DIR")
-    click.echo(table.render(trials))
-    for note in table.notes(trials):
-        click.echo(f"note: {note}")
-    if any(t.get("fault") for t in trials):
-        click.echo("\n" + fault_table.render(trials))
+    _run_dir(run_dir, "RUN_DIR")
+    click.echo(summary.render_summary(run_dir, events=True))
     written = report.write_report(run_dir)
     click.echo(f"report: {written.html}  plots: {', '.join(p.name for p in written.pngs)}")
 

@@ -23,13 +23,13 @@ from coordinator.dispatch import DispatchError, client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
 from coordinator.origin.seed import OriginNotReady
-from coordinator.plan import PlanError
+from coordinator.plan import ExpiryMode, PlanError
 from coordinator.probe import Unreachable, probe
 from coordinator.stack import EmbeddedStack, StackError
 from model.services import ENV, Services
 from model.wire import InvalidResult
-from model.workload import KeyKind, Workload
-from results import fault_table, store, table
+from model.workload import Workload
+from results import store, summary
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
@@ -81,6 +81,7 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         keys=primed_keys(workload), timing=timing, workload=workload,
         force_clock=bool(options.get("force_clock")),
         faults=tuple(options.get("faults") or ()),
+        expiry=ExpiryMode(options.get("expiry") or ExpiryMode.DRIFT),
     )
     if config.faults and services is not None:
         raise click.BadParameter(
@@ -101,18 +102,6 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
 def primed_keys(workload: Workload) -> tuple[str, ...]:
     """The keys primed before each trial; their TTL periods are the trial's expiry events."""
     return tuple(k for ep in workload.endpoints if ep.prime for k in ep.key_names())
-
-
-def print_workload_tables(workload: Workload, root: Path, trials: list[dict[str, Any]]) -> None:
-    """Peak origin rate and open-loop sends per trial (not for the plain hot-key closed loop);
-    per stage and endpoint when there are several."""
-    plain = not workload.open_loop and all(ep.keys.kind is KeyKind.HOT for ep in workload.endpoints)
-    if not plain:
-        click.echo("\n" + table.render_load(trials))
-    if workload.stages > 1 or len(workload.endpoints) > 1:
-        rows = store.requests_dataset(root).to_table()
-        click.echo("\nper stage and endpoint (after warm-up):\n"
-                   + table.render_stages(table.stage_rows(rows)))
 
 
 def open_run_dir(out: Path) -> store.RunWriter:
@@ -155,11 +144,5 @@ def launch(options: dict[str, Any]) -> None:
             run_experiment(config, services, app, writer, console, hooks)
     except RUN_ERRORS as exc:
         raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
-    trials = store.read_trials(writer.root).to_pylist()
-    click.echo(table.render(trials))
-    for note in table.notes(trials):
-        click.echo(f"note: {note}")
-    if any(t.get("fault") for t in trials):
-        click.echo("\n" + fault_table.render(trials))
-    print_workload_tables(config.workload, writer.root, trials)
+    click.echo(summary.render_summary(writer.root))
     console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")

@@ -11,21 +11,23 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from coordinator.plan import DRAIN_MAX_S
 from model.origin import CATEGORIES
 from model.workload import InvalidWorkload, KeySet, Query, Workload, shop, single
 
 F = TypeVar("F", bound=Callable[..., Any])
 MIXES = ("orders", "shop")
 
-# Each preset: CLI option name -> raw value, as typed on the command line. Scaled to finish in
+# Each preset: CLI option name -> raw value, as typed on the command line (trial lengths leave
+# whole TTL periods between the 1 s warm-up and the drain for the last herd). Scaled to finish in
 # a few minutes on a small machine; docs/workloads.md shows their real output.
 PRESETS: dict[str, dict[str, Any]] = {
     "single-flight": {  # 000: one hot key, 200 clients, TTL 2 s, closed loop
-        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 9.0,
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 10.0,
         "strategies": "naive,lock,lock-dc", "scale": 500_000,
     },
     "jitter": {  # 001: 100 keys, same TTL 10 s, expiring together; jitter=0.2 spreads them
-        "keys": "many:100", "clients": 40, "workers": 2, "ttl_s": 10.0, "seconds": 21.0,
+        "keys": "many:100", "clients": 40, "workers": 2, "ttl_s": 10.0, "seconds": 22.0,
         "strategies": "naive,naive:jitter=0.2", "scale": 200_000,
     },
     # 003: 97 % product / 3 % ranking, pool 20, bypass 0..100 %, 3M products. 003 ran 200 req/s
@@ -38,7 +40,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "two-level": {  # 004: large compressed values on one hot key: Redis alone, then local + Redis
         "keys": "hot", "value_bytes": 2_000_000, "compress": True, "clients": 20, "workers": 2,
-        "ttl_s": 2.0, "seconds": 7.0, "strategies": "naive,lock-dc,two-level", "scale": 200_000,
+        "ttl_s": 2.0, "seconds": 8.0, "strategies": "naive,lock-dc,two-level", "scale": 200_000,
         "think_ms": 1.0,  # local hits never release the GIL: without a pause they starve the filler
     },
 }
@@ -124,7 +126,7 @@ def build_workload(options: dict[str, Any]) -> Workload:
 
 
 def trial_seconds(workload: Workload, seconds: float, warmup_s: float) -> float:
-    """A staged run lasts warm-up + stages x stage length; otherwise ``--seconds``."""
+    """A staged run lasts warm-up + stages x stage length + the drain; otherwise ``--seconds``."""
     if workload.stage_s > 0:
-        return warmup_s + workload.stages * workload.stage_s
+        return warmup_s + workload.stages * workload.stage_s + DRAIN_MAX_S
     return seconds

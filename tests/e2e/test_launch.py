@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import orjson
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+
+from tests.helpers import alive, coordinator, stack_pids
 
 REQUEST_COLUMNS = {
     "run_id", "trial", "strategy", "repeat", "worker", "client", "key", "op", "t_intended_ns",
@@ -24,19 +24,6 @@ TRIAL_COLUMNS = {
     "expiry_events", "origin_per_expiry", "peak_origin_inflight", "stale_served", "waits",
     "db_calls", "db_calls_match",
 }
-
-
-def coordinator(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "coordinator", *args], capture_output=True,
-                          text=True, timeout=timeout, check=False)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -90,35 +77,9 @@ def test_run_json_records_the_run_with_masked_services(
 
 def test_no_process_of_the_stack_is_left(run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     _, proc = run
-    found = re.search(r"^stack pids: (.*)$", proc.stderr, flags=re.M)
+    pids = stack_pids(proc.stderr)
     area = re.search(r"^stack: work area (\S+)$", proc.stderr, flags=re.M)
-    assert found and area, proc.stderr
-    pids = [int(kv.split("=")[1]) for kv in found.group(1).split()]
-    assert len(pids) == 3 + 1 + 3  # three Redis servers, PostgreSQL, three workers
+    assert area, proc.stderr
+    assert len(pids) == 3 + 1 + 3, proc.stderr  # three Redis servers, PostgreSQL, three workers
     assert [p for p in pids if alive(p)] == []
     assert not Path(area.group(1)).exists()
-
-
-@pytest.mark.parametrize(("args", "option"), [
-    (["--workers", "0"], "--workers"),
-    (["--strategies", "naive,nope"], "--strategies"),
-    (["--ttl", "-1"], "--ttl"),
-    (["--seconds", "abc"], "--seconds"),
-    (["--cache-url", "http://x"], "--cache-url"),
-    (["--seconds", "2"], "--seconds"),
-])
-def test_bad_input_is_one_line_and_exit_2(args: list[str], option: str, tmp_path: Path) -> None:
-    proc = coordinator("launch", "--out", str(tmp_path / "r"), *args, timeout=60)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and option in lines[0], proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert not (tmp_path / "r").exists()
-
-
-def test_an_existing_run_is_never_overwritten(tmp_path: Path) -> None:
-    (tmp_path / "r").mkdir()
-    (tmp_path / "r" / "run.json").write_text("{}")
-    proc = coordinator("launch", "--out", str(tmp_path / "r"), timeout=60)
-    assert proc.returncode == 2 and "--out" in proc.stderr
-    assert (tmp_path / "r" / "run.json").read_text() == "{}"

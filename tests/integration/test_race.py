@@ -10,7 +10,7 @@ import redis
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 import strategies
-from coordinator.origin.seed import origin_db_calls
+from coordinator.origin.counters import origin_db_calls
 from model.origin import EndpointLoader, OriginShape
 from model.services import make_pool
 from model.workload import Query

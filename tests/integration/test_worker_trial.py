@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import pyarrow.compute as pc
@@ -13,18 +12,13 @@ from model.services import Services
 from model.wire import TrialSpec
 from results import transport
 from results.schema import WIRE_SCHEMA
+from tests.helpers import trial_spec
 from worker.trial import run_trial
 
 
 def spec(clients: int, seconds: float, strategy: str = "lock",
          params: dict[str, object] | None = None) -> TrialSpec:
-    start = time.time_ns() + 300_000_000
-    return TrialSpec(
-        run_id="t", trial=1, repeat=1, strategy=strategy, params=params or {}, worker_index=0,
-        client_base=0, clients=clients, keys=["orders:0"], ttl_ms=200, start_ns=start,
-        end_ns=start + int(seconds * 1e9), clock_offset_ns=0, pool_size=2,
-        origin_span_s=86400.0, progress_interval_s=0.1,
-    )
+    return trial_spec(clients, seconds, strategy=strategy, params=params, progress_interval_s=0.1)
 
 
 @pytest.fixture
@@ -39,9 +33,9 @@ def test_clients_start_together_and_every_request_is_a_row(services: Services) -
     progress: list[dict[str, int]] = []
     trial = spec(clients=5, seconds=1.0)
     result = run_trial(trial, services, progress.append)
-    rows = transport.decode(result["rows"])
+    rows = transport.decode(result.rows)
     assert rows.schema.equals(WIRE_SCHEMA)
-    assert rows.num_rows == result["requests"] > 50
+    assert rows.num_rows == result.requests > 50
     assert sorted(set(rows["client"].to_pylist())) == [0, 1, 2, 3, 4]
     starts = rows["t_start_ns"]
     assert pc.min(starts).as_py() >= trial.start_ns
@@ -50,7 +44,7 @@ def test_clients_start_together_and_every_request_is_a_row(services: Services) -
     assert set(rows["outcome"].to_pylist()) <= {"hit", "filled", "waited"}
     assert pc.sum(rows["origin_called"]).as_py() >= 1  # the 200 ms TTL expired several times
     assert progress and progress[-1]["requests"] > 0
-    assert 0 < result["floor_p5_ns"] < 50_000_000
+    assert 0 < result.floor_p5_ns < 50_000_000
 
 
 def test_failures_become_error_rows_with_their_type(services: Services) -> None:
@@ -60,7 +54,7 @@ def test_failures_become_error_rows_with_their_type(services: Services) -> None:
                       services.origin_dsn)
     trial = spec(clients=2, seconds=0.3, strategy="lock", params={"on_lock_error": "closed"})
     result = run_trial(trial, broken, lambda _: None)
-    rows = transport.decode(result["rows"])
+    rows = transport.decode(result.rows)
     assert rows.num_rows > 0
     assert set(rows["outcome"].to_pylist()) == {"error"}
     assert all(e.startswith("LockStoreDown") for e in rows["error"].to_pylist())

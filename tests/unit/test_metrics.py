@@ -26,11 +26,6 @@ def test_percentiles_are_exact_with_linear_interpolation() -> None:
     assert all(math.isnan(v) for v in metrics.percentiles_ms(pa.array([], pa.int64()), (0.5,)))
 
 
-def test_origin_per_expiry() -> None:
-    assert metrics.origin_per_expiry(12, 4) == 3.0
-    assert math.isnan(metrics.origin_per_expiry(3, 0))
-
-
 def rows(latencies_ms: list[float], outcomes: list[str], origin: list[int],
          t_start: list[int]) -> pa.Table:
     n = len(latencies_ms)
@@ -45,13 +40,13 @@ def rows(latencies_ms: list[float], outcomes: list[str], origin: list[int],
         "in_window": [False] * n,
     })
     table = pa.Table.from_pydict(data, schema=REQUEST_SCHEMA)
-    window = metrics.Window(100, 200, 2)
+    window = metrics.Window(100, 200)
     return table.set_column(table.schema.get_field_index("in_window"), "in_window",
                             metrics.in_window(table["t_start_ns"], window))
 
 
 def test_summary_counts_errors_in_latency_and_only_window_rows() -> None:
-    window = metrics.Window(100, 200, 2)
+    window = metrics.Window(100, 200)
     table = rows(
         latencies_ms=[0.01, 0.01, 5.0, 6.0, 7.0, 999.0],
         outcomes=["error", "error", "filled", "hit", "waited", "filled"],
@@ -63,15 +58,14 @@ def test_summary_counts_errors_in_latency_and_only_window_rows() -> None:
     assert s["errors"] == 2
     assert s["error_rate"] == pytest.approx(0.4)
     assert s["p50_ms"] == pytest.approx(5.0)  # errors count in the percentiles
-    assert s["origin_calls"] == 1 and s["origin_calls_total"] == 2
-    assert s["origin_per_expiry"] == pytest.approx(0.5)
+    assert s["window_origin_calls"] == 1 and s["origin_calls_total"] == 2
     assert s["waits"] == 1
     assert s["max_ms"] == pytest.approx(7.0)
     assert s["error_types"] == "MaxConnectionsError: pool: 2"
 
 
 def test_errors_faster_than_the_floor_are_flagged() -> None:
-    window = metrics.Window(100, 200, 1)
+    window = metrics.Window(100, 200)
     table = rows([0.01, 0.01, 0.01, 2.0], ["error", "error", "error", "hit"], [0, 0, 0, 0],
                  [110, 120, 130, 140])
     assert metrics.summarise(table, window, floor_ms=0.08)["below_floor"] is True

@@ -37,23 +37,24 @@ def test_window_is_whole_ttl_periods_with_expiries_in_the_middle() -> None:
     assert plan.first_expiry_ns == plan.window_start_ns + 1_000_000_000
     assert plan.end_ns == plan.start_ns + 10_000_000_000
     assert plan.window_end_ns <= plan.end_ns
-    assert plan.expiry_events == 4
+    assert plan.period_events == 4
     assert plan.window_s == pytest.approx(8.0)
 
 
-def test_expiry_events_count_every_key() -> None:
+def test_period_events_count_every_key() -> None:
     keys = tuple(f"orders:{i}" for i in range(5))
     plan = plan_trial(schedule(keys=keys), 1, strategies.parse("naive"), 1, 0, 1.0)
-    assert plan.expiry_events == plan.periods * 5
+    assert plan.period_events == plan.periods * 5
 
 
 def test_exactly_fitting_periods_are_not_lost_to_rounding() -> None:
-    assert schedule(seconds=3.0, ttl_s=0.1, warmup_s=0.2).periods() == 28
+    # 3.05 s - 0.2 s warm-up - 0.05 s drain = 28 periods of 0.1 s, exactly
+    assert schedule(seconds=3.05, ttl_s=0.1, warmup_s=0.2).periods() == 28
 
 
 @pytest.mark.parametrize(("overrides", "message"), [
     ({"clients": 2, "workers": 3}, "--clients 2 is fewer than --workers 3"),
-    ({"seconds": 2.5}, "use --seconds >= 3"),
+    ({"seconds": 2.5}, "use --seconds >= 4"),  # 1 s warm-up + 2 s TTL + 1 s drain
 ])
 def test_impossible_schedules_are_refused(overrides: dict[str, object], message: str) -> None:
     with pytest.raises(PlanError, match=message):

@@ -1,4 +1,4 @@
-"""Pure workload logic: key choice, endpoint mix, stages, open-loop instants and lateness."""
+"""Pure workload logic: key choice, endpoint mix, stages, open-loop instants."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from worker.schedule import (
     Segment,
     Stages,
     key_table,
-    lateness,
     segments,
     uniform_table,
     weighted_table,
@@ -99,14 +98,6 @@ def test_staged_rates_follow_stage_boundaries() -> None:
     assert one.instant(31) == 3 * S + S // 50
     gaps = {one.instant(k + 1) - one.instant(k) for k in range(30, 129)}  # type: ignore[operator]
     assert gaps == {S // 50}
-
-
-def test_lateness_accounting() -> None:
-    late, drop = 10_000_000, 1_000_000_000
-    assert lateness(1_000, 1_000, late, drop) == 0
-    assert lateness(1_000, 1_000 + late, late, drop) == 0
-    assert lateness(1_000, 1_001 + late, late, drop) == 1
-    assert lateness(0, drop + 1, late, drop) == 2
 
 
 def test_workload_round_trips_and_validates() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from coordinator.cli.commands import cli, main
 from coordinator.cli.launch import config_from
+from coordinator.plan import DRAIN_MAX_S
 from coordinator.priming import first_expiry_ms
 from results import metrics
 from results.schema import DROPPED
@@ -27,7 +28,7 @@ def test_preset_fills_defaults_and_explicit_options_win() -> None:
     assert config.pool_size == 7  # explicit
     assert work.rates == (400.0,) and work.bypass == (0, 0.25, 0.5, 0.75, 1.0)
     assert [e.name for e in work.endpoints] == ["product", "ranking"]
-    assert config.seconds == config.timing.warmup_s + 5 * 10.0  # warm-up + stages
+    assert config.seconds == config.timing.warmup_s + 5 * 10.0 + DRAIN_MAX_S  # warm-up + stages
 
 
 def test_single_flight_preset_is_the_hot_key_closed_loop() -> None:

@@ -23,7 +23,6 @@ from coordinator.faults.injector import Injector
 from coordinator.stack import EmbeddedStack
 from results import store
 
-pytestmark = pytest.mark.integration
 TIMING = Timing(lead_s=1.0, warmup_s=0.5, progress_s=0.25, worker_wait_s=40, gather_grace_s=8)
 
 

@@ -1,15 +1,13 @@
-"""Clock alignment logic (pure), the spread column, and the origin check without --seed."""
+"""Clock alignment logic (pure) and the spread column (the origin check: tests/integration)."""
 
 from __future__ import annotations
 
 import time
 
-import psycopg
 import pytest
 
 from coordinator import clock
 from coordinator.defaults import Timing
-from coordinator.origin.seed import OriginNotReady, require_orders
 from results import table
 
 
@@ -60,14 +58,3 @@ def test_table_shows_the_worst_start_spread() -> None:
     assert "spread ms" in header
     at = header.index("spread ms")
     assert line[at:at + len("spread ms")].strip() == "3.5"
-
-
-@pytest.mark.integration
-def test_measuring_an_origin_without_orders_is_a_clear_error(postgres_dsn: str) -> None:
-    require_orders(postgres_dsn)  # the fixture seeded it
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("DROP DATABASE IF EXISTS empty_origin")
-        conn.execute("CREATE DATABASE empty_origin")
-    empty = postgres_dsn.rsplit("/", 1)[0] + "/empty_origin"
-    with pytest.raises(OriginNotReady, match=r"no orders table.*--seed"):
-        require_orders(empty)

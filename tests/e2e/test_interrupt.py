@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from results import store
-
-pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.helpers import ROOT, alive, coordinator_argv, stack_pids
 
 
 def test_sigint_mid_trial_stops_everything(tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "coordinator", "launch", "--workers", "2", "--clients", "8",
-         "--seconds", "4", "--ttl", "0.5", "--scale", "5000", "--strategies", "naive,lock",
-         "--out", str(out)],
+        coordinator_argv("launch", "--workers", "2", "--clients", "8", "--seconds", "4",
+                         "--ttl", "0.5", "--scale", "5000", "--strategies", "naive,lock",
+                         "--out", str(out)),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     lines: list[str] = []
@@ -49,11 +35,10 @@ def test_sigint_mid_trial_stops_everything(tmp_path: Path) -> None:
     assert code == 130, "".join(lines)
     assert time.monotonic() - t0 < 15  # a few seconds, not a hang
     reader.join(5)
-    pids = [int(kv.split("=")[1]) for ln in lines if ln.startswith("stack pids:")
-            for kv in ln.split()[2:]]
+    pids = stack_pids("".join(lines))
     assert len(pids) == 6, lines  # 3 redis, postgres, 2 workers
     time.sleep(1)
-    assert [p for p in pids if _alive(p)] == []
+    assert [p for p in pids if alive(p)] == []
     assert store.read_meta(out)["status"] == "incomplete"
     trials = store.read_trials(out).to_pylist()
     assert [t["trial"] for t in trials] == [1] and trials[0]["requests"] > 0

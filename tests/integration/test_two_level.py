@@ -6,14 +6,12 @@ import multiprocessing
 import time
 from collections.abc import Callable
 
-import pytest
 import redis
 
 from strategies import Deps
 from strategies.twolevel import TwoLevel, TwoLevelParams
 from tests.strategy_helpers import SleepLoader, two_level_reader
 
-pytestmark = pytest.mark.integration
 KEY = "orders:0"
 BOUND_S = 1.0  # pub/sub delivery on loopback is ~ms; generous for a shared 2-core machine
 

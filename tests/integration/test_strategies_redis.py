@@ -16,7 +16,6 @@ from strategies.lease import Lease
 from strategies.locking import OwnedLock
 from tests.strategy_helpers import SleepLoader, herd
 
-pytestmark = pytest.mark.integration
 KEY = "orders:0"
 
 

@@ -16,11 +16,11 @@ import click
 import pytest
 import yaml
 
-from coordinator.cli import cli
+from coordinator.cli.commands import cli
 from model.services import ENV
+from tests.helpers import ROOT
 from tests.kustomize_lite import load_docs, render
 
-ROOT = Path(__file__).resolve().parent.parent
 K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent

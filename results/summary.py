@@ -1,0 +1,43 @@
+"""A finished run on the terminal: the summary table and its notes, the fault table, and the
+workload's own tables. ``coordinator launch`` prints it at the end, ``coordinator report`` again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from model.workload import InvalidWorkload, KeyKind, Workload
+from results import analysis, event_table, fault_table, store, table
+
+
+def render_summary(root: Path, events: bool = False) -> str:
+    """Everything printed about the run in ``root``, as one text; ``events``: with the
+    per-event table (``coordinator report``)."""
+    trials = store.read_trials(root).to_pylist()
+    parts = [table.render(trials), *(f"note: {note}" for note in table.notes(trials))]
+    if any(t.get("fault") for t in trials):
+        parts.append("\n" + fault_table.render(trials))
+    load, stages = workload_tables(store.read_meta(root))
+    if load:
+        parts.append("\n" + table.render_load(trials))
+    if stages:
+        figures = analysis.stage_figures(store.requests_dataset(root), trials)
+        parts.append("\nper stage and endpoint (after warm-up):\n" + table.render_stages(figures))
+    rows = event_table.event_rows(root) if events else []
+    if rows:
+        parts.append("\nexpiry events and their herds (seconds from each trial's start):\n"
+                     + event_table.render(rows))
+    return "\n".join(parts)
+
+
+def workload_tables(meta: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Which of the load table and the per-stage table the run's workload calls for: peak origin
+    rate and open-loop sends for all but the plain hot-key closed loop; per stage and endpoint
+    when there are several. A run made before workloads were recorded gets neither."""
+    try:
+        workload = Workload.from_json(meta.get("spec", {}).get("workload"))
+    except InvalidWorkload:
+        return False, False
+    plain = not workload.open_loop and all(ep.keys.kind is KeyKind.HOT for ep in workload.endpoints)
+    return not plain, workload.stages > 1 or len(workload.endpoints) > 1

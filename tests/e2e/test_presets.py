@@ -1,0 +1,110 @@
+"""Every preset, end to end in a shortened form, with its experiment's claim asserted; and the
+observed events of a run with ``--expiry aligned`` and ``--repeat 3``."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pytest
+
+from results import analysis, store
+from results.figures import stage_rows
+from tests.helpers import coordinator
+
+
+def launch(out: Path, *args: str) -> list[dict[str, Any]]:
+    proc = coordinator("launch", "--out", str(out), "--quiet", *args, timeout=400)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return store.read_trials(out).to_pylist()
+
+
+def by_strategy(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {t["strategy"]: t for t in trials}
+
+
+def test_single_flight_naive_herd_is_far_above_lock_dc(tmp_path: Path) -> None:
+    trials = by_strategy(launch(tmp_path / "sf", "--preset", "single-flight", "--workers", "2",
+                                "--clients", "60", "--seconds", "6", "--scale", "100000"))
+    naive, lock_dc = trials["naive"], trials["lock-dc"]
+    assert naive["expiry_source"] == "server" and naive["expiry_events"] >= 1
+    assert lock_dc["origin_per_expiry"] <= 1.5, lock_dc
+    assert naive["origin_per_expiry"] >= 5 * lock_dc["origin_per_expiry"], (naive, lock_dc)
+
+
+def test_jitter_about_halves_the_peak_origin_rate(tmp_path: Path) -> None:
+    # 100 keys primed to expire together; jitter=0.2 of a 5 s TTL spreads them over 2 s.
+    trials = by_strategy(launch(tmp_path / "jitter", "--preset", "jitter", "--ttl", "5",
+                                "--seconds", "12", "--scale", "50000"))
+    together, spread = trials["naive"], trials["naive:jitter=0.2"]
+    assert together["peak_origin_per_s"] >= 80, together  # all 100 keys in one second
+    assert spread["peak_origin_per_s"] <= 0.7 * together["peak_origin_per_s"], (together, spread)
+
+
+def test_bypass_ramp_light_endpoint_p99_grows_tenfold(tmp_path: Path) -> None:
+    out = tmp_path / "ramp"
+    launch(out, "--preset", "bypass-ramp", "--keys", "many:100", "--bypass", "0,100",
+           "--stage-seconds", "5", "--ttl", "10", "--scale", "1000000")
+    stages = {(r["stage"], r["endpoint"]): r for r in stage_rows(store.requests_dataset(out).to_table())}
+    cached, bypassed = stages[(0, "product")], stages[(1, "product")]
+    assert cached["hit_pct"] > 50, cached
+    assert bypassed["p99_ms"] >= 10 * cached["p99_ms"], (cached, bypassed)
+    assert bypassed["pool_wait_p99_ms"] > bypassed["query_p99_ms"], bypassed  # waits for a connection
+
+
+def test_two_level_answers_mostly_from_the_local_cache(tmp_path: Path) -> None:
+    trials = by_strategy(launch(tmp_path / "two", "--preset", "two-level", "--seconds", "6",
+                                "--value-bytes", "200000", "--strategies", "lock-dc,two-level"))
+    local = trials["two-level"]
+    assert local["local_hits"] > 0.5 * local["requests"], local
+    assert trials["lock-dc"]["local_hits"] == 0
+    assert local["origin_per_expiry"] >= 1.0, local
+
+
+@pytest.fixture(scope="module")
+def aligned_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """naive and lock-dc, 3 repeats, every expiry on the trial's clock; a 20 ms origin makes a
+    drifting herd obvious (40 clients over 8 pool connections: ~100 ms per herd)."""
+    out = tmp_path_factory.mktemp("aligned") / "run"
+    launch(out, "--workers", "2", "--clients", "40", "--ttl", "1", "--seconds", "4.5",
+           "--strategies", "naive,lock-dc", "--repeat", "3", "--expiry", "aligned",
+           "--origin-ms", "20", "--scale", "200000")
+    return out
+
+
+def test_aligned_expiries_happen_at_their_boundaries(aligned_run: Path) -> None:
+    events = store.read_expiries(aligned_run)
+    assert events is not None
+    expired = events.filter(pc.and_(pc.equal(events["source"], "expired"), events["in_window"]))
+    assert expired.num_rows >= 6 * 2, expired.to_pylist()  # 6 trials x 2 periods
+    for event in expired.to_pylist():
+        assert event["scheduled_ns"] is not None, event
+        assert abs(event["event_ns"] - event["scheduled_ns"]) < 30_000_000, event
+
+
+def test_repeats_show_each_figure_and_their_median(aligned_run: Path) -> None:
+    trials = store.read_trials(aligned_run).to_pylist()
+    naive = [t for t in trials if t["strategy"] == "naive"]
+    assert [t["repeat"] for t in naive] == [1, 2, 3]
+    proc = coordinator("report", str(aligned_run))
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("naive "))
+    figures = [f"{t['origin_per_expiry']:.1f}" for t in naive]
+    median = statistics.median(t["origin_per_expiry"] for t in naive)
+    assert line.split()[1:5] == [*figures, f"{median:.1f}"], line
+    assert "expiry events and their herds" in proc.stdout
+
+
+def test_report_draws_the_observed_expiries(aligned_run: Path) -> None:
+    data = analysis.load(aligned_run)
+    events = store.read_expiries(aligned_run)
+    assert events is not None
+    starts = {t["trial"]: t["start_ns"] for t in data.meta["trials"]}
+    seconds = float(data.meta["spec"]["seconds"])
+    for timeline in data.timelines:
+        mine = events.filter(pc.equal(events["trial"], timeline.trial)).to_pylist()
+        drawn = [(e["event_ns"] - starts[timeline.trial]) / 1e9 for e in mine]
+        assert timeline.expiries_s == pytest.approx([d for d in drawn if 0 <= d < seconds])
+        assert timeline.expiries_s, timeline  # every trial had expiries to draw
