@@ -8,6 +8,7 @@ ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_
 WORKDIR /app
 COPY pyproject.toml ./
 COPY coordinator ./coordinator
+COPY model ./model
 COPY worker ./worker
 COPY strategies ./strategies
 COPY results ./results

@@ -196,3 +196,9 @@ def test_dockerfile_runs_our_worker_on_python_311_slim() -> None:
         check_argv(["coordinator", "no-such-command"])
     with pytest.raises(AssertionError):
         check_argv(["coordinator", "launch", "--no-such-option"])
+
+
+def test_dockerfile_copies_every_package_the_runtime_imports() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    for package in ("coordinator", "model", "worker", "strategies", "results"):
+        assert f"COPY {package} ./{package}" in text, f"the image lacks {package}/"
