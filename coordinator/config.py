@@ -35,6 +35,11 @@ class LaunchConfig:
     expiry: ExpiryMode = ExpiryMode.DRIFT
     workload: Workload = field(
         default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
+    # Provenance, for run.json's manifest: the preset that filled the options, the command line
+    # as typed (credentials masked), the run this one repeats (``coordinator rerun``).
+    preset: str | None = None
+    command: tuple[str, ...] = ()
+    rerun_of: str | None = None
 
     @property
     def embedded(self) -> bool:

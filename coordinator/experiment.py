@@ -11,21 +11,20 @@ import socket
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from typing import Any
 
-import psycopg
-import redis
 from celery import Celery
 
-from coordinator import clock, dispatch
+from coordinator import clock, dispatch, provenance
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.faults.injector import TrialHooks
+from coordinator.manifest import Manifest
 from coordinator.origin.prepare import prepare_origin
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
 from model.services import Services
+from results.schema import MANIFEST_VERSION
 from results.store import RunWriter
 
 
@@ -39,6 +38,8 @@ class RunState:
     started: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     meta: dict[str, Any] = field(default_factory=dict)
     trials: list[dict[str, Any]] = field(default_factory=list)
+    versions: dict[str, Any] | None = None  # the manifest's, once the services have answered
+    hosts: dict[str, Any] | None = None  # the manifest's, once the workers have answered
 
     def to_json(self, status: str) -> dict[str, Any]:
         c = self.config
@@ -47,6 +48,8 @@ class RunState:
             "status": status,
             "started": self.started,
             "ended": datetime.now(UTC).isoformat() if status != "running" else None,
+            "manifest_version": MANIFEST_VERSION,
+            "manifest": Manifest.of(c, self.versions, self.hosts).to_json(),
             "spec": {
                 "workers": c.workers, "clients": c.clients, "ttl_s": c.ttl_s,
                 "seconds": c.seconds, "repeat": c.repeat, "scale": c.scale,
@@ -72,8 +75,9 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
                                         console.progress)
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
+    state.hosts = provenance.hosts(app, workers)
     offsets, lead_s = _align_clocks(app, workers, config, console, state)
-    state.meta["versions"] = versions(services)
+    state.versions = provenance.versions(services)
     state.meta["origin"] = prepare_origin(config, services, console)
     writer.write_meta(state.to_json("running"))
     hooks = hooks or TrialHooks()
@@ -101,22 +105,6 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
         runner.close()
     writer.write_meta(state.to_json("complete"))
     return state
-
-
-def versions(services: Services) -> dict[str, str]:
-    """Versions of our packages and of the servers measured, for run.json."""
-    found = {name: metadata.version(name)
-             for name in ("stampede-lab", "celery", "redis", "psycopg", "pyarrow", "orjson")}
-    cache = redis.Redis.from_url(services.cache_url, socket_timeout=5)
-    try:
-        info = cache.info("server")
-        found["cache_server"] = str(info.get("valkey_version") or info.get("redis_version"))
-    finally:
-        cache.close()
-    with psycopg.connect(services.origin_dsn, autocommit=True, connect_timeout=5) as conn:
-        row = conn.execute("SHOW server_version").fetchone()
-        found["postgresql"] = str(row[0]) if row else "unknown"
-    return found
 
 
 def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console: Console,

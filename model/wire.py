@@ -17,6 +17,7 @@ from strategies import StrategySpec
 RUN_TRIAL = "stampede.run_trial"
 CLOCK = "stampede.clock"
 BASELINE = "stampede.baseline"
+HOST_FACTS = "stampede.host_facts"  # the worker host's cores, memory, kernel (model.hostfacts)
 # Settings of the Celery app on both sides: JSON only, no other serializer accepted.
 CELERY_SETTINGS: dict[str, Any] = {
     "task_serializer": "json",

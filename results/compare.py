@@ -1,4 +1,5 @@
-"""``coordinator compare RUN_A RUN_B``: the same trials side by side with the change of each figure.
+"""``coordinator compare RUN_A RUN_B``: how the runs were configured (what differs, first), then
+the same trials side by side with the change of each figure.
 
 Trials are matched by (strategy label, repeat); a trial present in only one run is listed as such.
 """
@@ -9,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from results import config_diff
 from results.text import grid
 
 FIGURES = (("origin_per_expiry", "origin/expiry", ".1f"), ("rps", "rps", ",.0f"),
@@ -46,3 +48,9 @@ def rows(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> list
 
 def render(a: Sequence[Mapping[str, Any]], b: Sequence[Mapping[str, Any]]) -> str:
     return grid(HEAD, rows(a, b), left=3)
+
+
+def render_runs(meta_a: Mapping[str, Any], a: Sequence[Mapping[str, Any]],
+                meta_b: Mapping[str, Any], b: Sequence[Mapping[str, Any]]) -> str:
+    """The configuration section first, then the figures (always shown)."""
+    return f"{config_diff.render(meta_a, meta_b)}\n\nfigures (B - A):\n{render(a, b)}"

@@ -99,6 +99,7 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
     spec = data.meta.get("spec", {})
     origin = data.meta.get("origin", {})
     out = [f"<p>{html.escape(_describe(spec, origin, data.meta))}</p>",
+           f"<p>{html.escape(_provenance(data.meta))}</p>",
            "<h2>Summary</h2>", h.table(_summary(data.trials), SUMMARY_COLUMNS),
            "<h2>Self-checks</h2>", h.notes(table.notes(data.trials))]
     if "origin_timeline.png" in images:
@@ -130,6 +131,17 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
         out += ["<h2>Database time per statement (pg_stat_statements)</h2>",
                 h.table(data.statements, STATEMENT_COLUMNS)]
     return out
+
+
+def _provenance(meta: Mapping[str, Any]) -> str:
+    """The command line and what ran, from the manifest; an older run says it has none."""
+    manifest = meta.get("manifest")
+    if not isinstance(manifest, Mapping):
+        return "No manifest: run.json was written before manifest_version 1."
+    versions = manifest.get("versions") or {}
+    ran = ", ".join(f"{k} {v}" for k, v in versions.items() if isinstance(v, str))
+    rerun = f" (a rerun of {manifest['rerun_of']})" if manifest.get("rerun_of") else ""
+    return f"Command: {' '.join(manifest.get('command') or [])}{rerun}. Versions: {ran or '?'}."
 
 
 def _describe(spec: Mapping[str, Any], origin: Mapping[str, Any], meta: Mapping[str, Any]) -> str:

@@ -11,6 +11,9 @@ import pyarrow as pa
 from strategies.base import Outcome
 
 SCHEMA_VERSION = 1
+# run.json's manifest (command line, resolved options, seeds, versions, hosts): its fields are only
+# ever added; a rename or removal bumps this. Runs before manifests have none (and no version).
+MANIFEST_VERSION = 1
 
 # What a worker sends back: one row per request, times on the worker's own clock.
 _WIRE_BASE = pa.schema(

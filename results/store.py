@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from results.schema import (
     EXPIRY_SCHEMA,
+    MANIFEST_VERSION,
     REQUEST_SCHEMA,
     SCHEMA_VERSION,
     STATEMENT_SCHEMA,
@@ -27,6 +28,10 @@ from results.schema import (
 
 class RunExists(FileExistsError):
     """The output directory already holds a run."""
+
+
+class UnreadableRun(ValueError):
+    """A run written by a newer version than this one reads (one line naming the version needed)."""
 
 
 class RunWriter:
@@ -91,6 +96,16 @@ def _atomic_write(path: Path, data: bytes) -> None:
 def read_meta(root: Path) -> dict[str, Any]:
     result: dict[str, Any] = orjson.loads((root / "run.json").read_bytes())
     return result
+
+
+def check_readable(meta: Mapping[str, Any]) -> None:
+    """UnreadableRun when run.json's schema or manifest is newer than this version reads; older
+    runs (schema_version 1, no manifest) are read, their missing parts shown as such."""
+    for key, newest in (("schema_version", SCHEMA_VERSION), ("manifest_version", MANIFEST_VERSION)):
+        version = meta.get(key)
+        if version is not None and (not isinstance(version, int) or version > newest):
+            raise UnreadableRun(f"run.json has {key} {version}; this coordinator reads up to "
+                                f"{newest} (upgrade stampede-lab to read it)")
 
 
 def read_trials(root: Path) -> pa.Table:

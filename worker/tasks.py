@@ -8,8 +8,9 @@ from typing import Any
 
 from celery import Task
 
+from model.hostfacts import host_facts
 from model.services import Services
-from model.wire import BASELINE, CLOCK, RUN_TRIAL, InvalidTaskArguments, TrialSpec
+from model.wire import BASELINE, CLOCK, HOST_FACTS, RUN_TRIAL, InvalidTaskArguments, TrialSpec
 from results import transport
 from worker.app import app
 from worker.baseline import BaselineSpec, run_baseline
@@ -48,6 +49,12 @@ def run_trial_task(self: Task, spec: object) -> dict[str, Any]:
 def clock_task() -> int:
     """This host's wall clock, for the coordinator's offset estimate."""
     return time.time_ns()
+
+
+@app.task(name=HOST_FACTS)
+def host_facts_task() -> dict[str, Any]:
+    """This worker host's facts (cores, memory, kernel) for the run's manifest."""
+    return host_facts()
 
 
 @app.task(name=BASELINE)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from coordinator import defaults
 from coordinator.cli.launch import RunFailed, launch
 from coordinator.cli.options import fault_list, service_options, strategy_list
+from coordinator.cli.rerun import rerun
 from coordinator.cli.workload_options import workload_options
 from coordinator.plan import ExpiryMode
 from results import compare, report, store, summary
@@ -72,11 +74,17 @@ def launch_command(**options: object) -> None:
     launch(options)
 
 
-def _run_dir(run_dir: Path, hint: str) -> list[dict[str, object]]:
+def _run_dir(run_dir: Path, hint: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """run.json (empty when absent) and the trials of a run this version can read."""
     if not (run_dir / "trials.parquet").exists():
         raise click.BadParameter(f"{run_dir} holds no trials.parquet", param_hint=hint)
-    trials: list[dict[str, object]] = store.read_trials(run_dir).to_pylist()
-    return trials
+    try:
+        meta = store.read_meta(run_dir) if (run_dir / "run.json").is_file() else {}
+        store.check_readable(meta)
+    except ValueError as exc:  # UnreadableRun, or run.json that is not JSON
+        raise click.BadParameter(f"{run_dir}: {exc}", param_hint=hint) from None
+    trials: list[dict[str, Any]] = store.read_trials(run_dir).to_pylist()
+    return meta, trials
 
 
 @cli.command("report")
@@ -93,8 +101,22 @@ def report_command(run_dir: Path) -> None:
 @click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
 @click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
 def compare_command(run_a: Path, run_b: Path) -> None:
-    """The same trials of two runs side by side, with the change of each figure (B - A)."""
-    click.echo(compare.render(_run_dir(run_a, "RUN_A"), _run_dir(run_b, "RUN_B")))
+    """How the runs differ in configuration, then the same trials side by side with the change
+    of each figure (B - A)."""
+    click.echo(compare.render_runs(*_run_dir(run_a, "RUN_A"), *_run_dir(run_b, "RUN_B")))
+
+
+@cli.command("rerun")
+@click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=None,
+              help="Run directory [default: runs/<run_id>]; must not hold a run already.")
+@click.option("--repeat", type=click.IntRange(1, 100), default=None,
+              help="Repeats of each strategy [default: as recorded].")
+@service_options
+@click.option("--quiet", is_flag=True, help="Print only the table and the differences.")
+def rerun_command(run_dir: Path, **options: object) -> None:
+    """Run RUN_DIR's experiment again from its manifest; say what differs from the original."""
+    rerun(run_dir, options)
 
 
 def _terminate(signum: int, frame: object) -> None:
@@ -105,8 +127,10 @@ def _terminate(signum: int, frame: object) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: click without its multi-line usage errors and without tracebacks."""
     signal.signal(signal.SIGTERM, _terminate)
-    try:
-        code = cli.main(args=argv, prog_name="coordinator", standalone_mode=False)
+    args = sys.argv[1:] if argv is None else list(argv)
+    try:  # the command line as typed goes into run.json's manifest (credentials masked)
+        code = cli.main(args=args, prog_name="coordinator", standalone_mode=False,
+                        obj={"argv": ["coordinator", *args]})
     except click.UsageError as exc:
         where = exc.ctx.command_path if exc.ctx else "coordinator"
         click.echo(f"{where}: error: {exc.format_message()}", err=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from coordinator.defaults import Timing
 from coordinator.dispatch import DispatchError, client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
+from coordinator.manifest import mask_argv
 from coordinator.origin.seed import OriginNotReady
 from coordinator.plan import ExpiryMode, PlanError
 from coordinator.probe import Unreachable, probe
@@ -82,8 +84,24 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         force_clock=bool(options.get("force_clock")),
         faults=tuple(options.get("faults") or ()),
         expiry=ExpiryMode(options.get("expiry") or ExpiryMode.DRIFT),
+        preset=options.get("preset"), command=mask_argv(typed_argv(), services),
     )
-    if config.faults and services is not None:
+    check_config(config)
+    return config
+
+
+def typed_argv() -> list[str]:
+    """The command line as typed: ``main`` keeps it in the root context, else ``sys.argv``."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx is not None else None
+    if isinstance(obj, dict) and isinstance(obj.get("argv"), list):
+        return [str(a) for a in obj["argv"]]
+    return ["coordinator", *sys.argv[1:]]
+
+
+def check_config(config: LaunchConfig) -> None:
+    """Bad combinations of options (or of a manifest and new services): one line, exit 2."""
+    if config.faults and config.services is not None:
         raise click.BadParameter(
             f"{faults.label(config.faults)}: faults act on the embedded stack's own processes; "
             "not allowed with remote services (drop --fault or the service URLs)",
@@ -96,7 +114,6 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         faults.check(config.faults, config.seconds)
     except faults.FaultError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from None
-    return config
 
 
 def primed_keys(workload: Workload) -> tuple[str, ...]:
@@ -123,10 +140,14 @@ def check_reachable(services: Services | None) -> None:
         raise click.BadParameter(str(exc), param_hint=exc.option) from None
 
 
-def launch(options: dict[str, Any]) -> None:
-    config = config_from(options)
+def launch(options: dict[str, Any]) -> Path:
+    return execute(config_from(options), quiet=bool(options.get("quiet")))
+
+
+def execute(config: LaunchConfig, quiet: bool = False) -> Path:
+    """Run ``config`` into its run directory, print the summary table; return the directory."""
     check_reachable(config.services)
-    console = Console(quiet=bool(options.get("quiet")))
+    console = Console(quiet=quiet)
     writer = open_run_dir(config.out)
     console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
                 f"repeats, {config.workers} workers, {config.clients} clients, ttl {config.ttl_s:g} s,"
@@ -146,3 +167,4 @@ def launch(options: dict[str, Any]) -> None:
         raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
     click.echo(summary.render_summary(writer.root))
     console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")
+    return writer.root

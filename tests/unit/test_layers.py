@@ -43,7 +43,7 @@ def test_package_imports_respect_the_layers(package: str) -> None:
 
 def test_the_worker_registers_every_task_the_coordinator_sends_by_name() -> None:
     source = (ROOT / "worker" / "tasks.py").read_text()
-    for name in ("RUN_TRIAL", "CLOCK", "BASELINE"):
+    for name in ("RUN_TRIAL", "CLOCK", "BASELINE", "HOST_FACTS"):
         assert f"name={name}" in source, name
-    assert len({wire.RUN_TRIAL, wire.CLOCK, wire.BASELINE}) == 3
+    assert len({wire.RUN_TRIAL, wire.CLOCK, wire.BASELINE, wire.HOST_FACTS}) == 4
     assert wire.CELERY_SETTINGS["accept_content"] == ["json"]  # never pickle

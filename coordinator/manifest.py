@@ -1,0 +1,163 @@
+"""run.json's manifest: everything needed to run an experiment again exactly (pure).
+
+The command line as typed (credentials masked), every option as resolved after the preset and
+the defaults of the day, the seeds, the versions of what ran and the hosts it ran on. A rerun
+rebuilds its ``LaunchConfig`` from ``options`` alone, never from today's defaults or presets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+import strategies
+from coordinator.config import LaunchConfig
+from coordinator.defaults import Timing
+from coordinator.faults import spec as fault_spec
+from coordinator.plan import ExpiryMode
+from model.services import Services, mask_url
+from model.workload import Workload
+from results.schema import MANIFEST_VERSION
+
+MASK = "***"
+MIN_SECRET = 4  # a shorter password is masked where it stands in a URL, not searched elsewhere
+
+
+class ManifestError(ValueError):
+    """run.json holds no manifest this coordinator can read (one line saying which and why)."""
+
+
+def _plain(value: Any) -> Any:
+    """JSON-native (enums as values, tuples as lists), as run.json holds it."""
+    return orjson.loads(orjson.dumps(value))
+
+
+def options_of(config: LaunchConfig) -> dict[str, Any]:
+    """Every option of ``config`` as resolved: enough to rebuild it without today's defaults."""
+    options: dict[str, Any] = _plain({
+        "preset": config.preset, "workers": config.workers, "clients": config.clients,
+        "strategies": [{"name": s.name, "params": dict(s.params), "label": s.label}
+                       for s in config.strategies],
+        "ttl_s": config.ttl_s, "seconds": config.seconds, "repeat": config.repeat,
+        "scale": config.scale, "pool_size": config.pool_size,
+        "origin_target_ms": config.origin_target_ms, "seed": config.seed,
+        "force_clock": config.force_clock, "keys": list(config.keys), "timing": asdict(config.timing),
+        "faults": [f.label for f in config.faults], "expiry": config.expiry.value,
+        "workload": config.workload.to_json(), "embedded_stack": config.embedded,
+    })
+    return options
+
+
+def config_of(options: Mapping[str, Any], out: Path, services: Services | None) -> LaunchConfig:
+    """The ``LaunchConfig`` the options describe (ManifestError when they do not)."""
+    try:
+        return LaunchConfig(
+            workers=int(options["workers"]), clients=int(options["clients"]),
+            strategies=tuple(strategies.from_mapping(s["name"], s["params"])
+                             for s in options["strategies"]),
+            ttl_s=float(options["ttl_s"]), seconds=float(options["seconds"]),
+            repeat=int(options["repeat"]), out=out, services=services, scale=int(options["scale"]),
+            pool_size=int(options["pool_size"]), origin_target_ms=float(options["origin_target_ms"]),
+            seed=bool(options["seed"]), force_clock=bool(options["force_clock"]),
+            keys=tuple(str(k) for k in options["keys"]), timing=Timing(**options["timing"]),
+            faults=tuple(fault_spec.parse(f) for f in options["faults"]),
+            expiry=ExpiryMode(options["expiry"]), workload=Workload.from_json(options["workload"]),
+            preset=options["preset"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ManifestError(f"the manifest's options do not make a run: {type(exc).__name__}: {exc}"
+                            ) from None
+
+
+def _secrets(urls: Sequence[str]) -> set[str]:
+    found = set()
+    for url in urls:
+        try:
+            parts = urlsplit(url)
+            found.add(parts.password or "")
+            found.update(v for k, v in parse_qsl(parts.query) if k.lower() == "password")
+        except ValueError:
+            continue
+    return {s for s in found if len(s) >= MIN_SECRET}
+
+
+def _mask_arg(arg: str) -> str:
+    flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+    if "://" not in value:
+        return arg
+    try:
+        return flag + eq + mask_url(value)
+    except ValueError:
+        return flag + eq + MASK
+
+
+def mask_argv(argv: Sequence[str], services: Services | None) -> tuple[str, ...]:
+    """The command line with every URL's password masked, and each known password wherever else
+    it stands (the services' URLs may have come from the environment)."""
+    urls = [a.partition("=")[2] if a.startswith("--") else a for a in argv if "://" in a]
+    secrets = _secrets([*urls, *(services.to_env().values() if services else ())])
+    return tuple(_replace_all(_mask_arg(arg), secrets) for arg in argv)
+
+
+def _replace_all(text: str, secrets: set[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+@dataclass(frozen=True)
+class Manifest:
+    command: list[str]
+    options: dict[str, Any]
+    seeds: dict[str, Any]
+    versions: dict[str, Any] | None = None  # None until the services have answered
+    hosts: dict[str, Any] | None = None  # None until the workers have answered
+    rerun_of: str | None = None  # the run this one repeats (``coordinator rerun``)
+    extra: dict[str, Any] = field(default_factory=dict)  # fields of a newer minor writer, kept
+
+    @classmethod
+    def of(cls, config: LaunchConfig, versions: dict[str, Any] | None = None,
+           hosts: dict[str, Any] | None = None) -> Manifest:
+        return cls(list(config.command), options_of(config),
+                   {"workload": config.workload.seed}, versions, hosts, config.rerun_of)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data.update(data.pop("extra"))
+        return data
+
+    @classmethod
+    def from_json(cls, meta: Mapping[str, Any]) -> Manifest:
+        """The manifest of a whole run.json; ManifestError says which version is needed."""
+        check_version(meta)
+        data = meta["manifest"]
+        if not isinstance(data, Mapping) or not isinstance(data.get("options"), Mapping):
+            raise ManifestError("run.json's manifest is malformed (no options)")
+        known = {"command", "options", "seeds", "versions", "hosts", "rerun_of"}
+        return cls(list(data.get("command") or []), dict(data["options"]),
+                   dict(data.get("seeds") or {}), data.get("versions"), data.get("hosts"),
+                   data.get("rerun_of"), {k: v for k, v in data.items() if k not in known})
+
+    def config(self, out: Path, services: Services | None, repeat: int | None = None
+               ) -> LaunchConfig:
+        """The recorded experiment, into ``out`` on ``services``, optionally repeated anew."""
+        config = config_of(self.options, out, services)
+        return replace(config, repeat=repeat) if repeat is not None else config
+
+
+def check_version(meta: Mapping[str, Any]) -> None:
+    """ManifestError unless ``meta`` holds a manifest this coordinator reads."""
+    version = meta.get("manifest_version")
+    if "manifest" not in meta or version is None:
+        raise ManifestError(
+            f"run.json has no manifest (written before manifest_version {MANIFEST_VERSION}, "
+            f"schema_version {meta.get('schema_version', '?')}); this needs manifest_version "
+            f"{MANIFEST_VERSION}: rebuild the command from run.json's spec")
+    if not isinstance(version, int) or version > MANIFEST_VERSION:
+        raise ManifestError(f"run.json has manifest_version {version}; this coordinator reads up "
+                            f"to {MANIFEST_VERSION} (upgrade stampede-lab)")
