@@ -48,18 +48,17 @@ MARKS = {
 }
 
 
-def window_for(key: str, span_s: float) -> tuple[datetime, datetime]:
-    """The time range a key aggregates: key ``orders:7`` is the 8th span of the data year."""
-    suffix = key.rsplit(":", 1)[-1]
-    index = int(suffix) if suffix.isdigit() else sum(key.encode())
-    spans_per_year = max(1, int(DATA_DAYS * 86400 // span_s) - 1)
-    start = DATA_START + timedelta(seconds=(index % spans_per_year) * span_s)
-    return start, start + timedelta(seconds=span_s)
-
-
 def key_number(key: str) -> int:
+    """The number a key's origin row or window is chosen by: ``product:7`` -> 7."""
     suffix = key.rsplit(":", 1)[-1]
     return int(suffix) if suffix.isdigit() else sum(key.encode())
+
+
+def window_for(key: str, span_s: float) -> tuple[datetime, datetime]:
+    """The time range a key aggregates: key ``orders:7`` is the 8th span of the data year."""
+    spans_per_year = max(1, int(DATA_DAYS * 86400 // span_s) - 1)
+    start = DATA_START + timedelta(seconds=(key_number(key) % spans_per_year) * span_s)
+    return start, start + timedelta(seconds=span_s)
 
 
 @dataclass(frozen=True)
