@@ -19,7 +19,7 @@ from multiprocessing.connection import Connection
 
 import redis
 
-from results.events import Event, Source
+from results.reports import Event, Source
 
 FLAGS = "Exg"
 SOURCES = {"expired": Source.EXPIRED, "del": Source.DELETED}

@@ -22,7 +22,7 @@ from coordinator.priming import Primer
 from model.origin import MARKS, OriginShape
 from model.services import COORDINATOR_APP, Services, make_pool, redis_client
 from model.wire import TrialResult, TrialSpec
-from results import checks, events, metrics, transport
+from results import checks, events, metrics, reports, transport
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
 
@@ -118,7 +118,7 @@ class TrialRunner:
         """Observed events and their herds: the headline figure, and ``expiries.parquet``."""
         ttl_ns = plan.ttl_ms * 1_000_000
         if self.listener.unavailable:
-            observed = events.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
+            observed = reports.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
         else:
             # past the end too: an expiry at the last instant must not lend its calls to the one before
             observed = self.listener.events(self.key_names, plan.start_ns, time.time_ns())

@@ -17,33 +17,20 @@ after the window's end.
 
 from __future__ import annotations
 
-import enum
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from results import reports
+from results.reports import Event, Source
+
 TOLERANCE_NS = 250_000_000  # at most; a quarter of the TTL when that is shorter
 DIFFER = 0.10  # the per-period cross-check flags a trial when the two figures differ by more
-
-
-class Source(enum.StrEnum):
-    EXPIRED = "expired"  # the cache server reported the key expired
-    DELETED = "deleted"  # the cache server reported a DEL of the key (write-driven invalidation)
-    REFRESH = "refresh"  # a refresh replaced a still-live value: the refresh cycle of that value
-    SCHEDULE = "schedule"  # no server report could be had: the planned instant
-
-
-@dataclass(frozen=True)
-class Event:
-    key: str
-    at_ns: int
-    source: Source
-    scheduled_ns: int | None = None
 
 
 @dataclass
@@ -120,7 +107,18 @@ def attribute(calls: pa.Table, events: Sequence[Event], tolerance: int,
     everything = [*herds.values(), *cycles.values()]
     for herd in everything:
         herd.calls.sort()
+        herd.event = _first_sign(herd)
     return Attribution(sorted(everything, key=lambda h: h.event.at_ns), unattributed)
+
+
+def _first_sign(herd: Herd) -> Event:
+    """A reported expiry moves to its herd's first origin call when that came first: the server
+    reports an expiry when it gets to it (late under load), and the call proves the value was
+    gone by then. A refresh cycle keeps its stamp (its calls come before it by design)."""
+    e = herd.event
+    if e.source is Source.REFRESH or not herd.calls or herd.calls[0][0] >= e.at_ns:
+        return e
+    return replace(e, at_ns=herd.calls[0][0], reported_ns=e.at_ns)
 
 
 def _refresh_cycles(calls: Iterable[tuple[str, int, int, int]],
@@ -213,6 +211,13 @@ def _median(values: Iterable[float]) -> float:
     return statistics.median(kept) if kept else float("nan")
 
 
+def _reported(e: Event) -> int | None:
+    """When the server's report came (None for a refresh cycle or a scheduled stand-in)."""
+    if e.source in (Source.REFRESH, Source.SCHEDULE):
+        return None
+    return e.at_ns if e.reported_ns is None else e.reported_ns
+
+
 def event_rows(herds: Sequence[Herd], window: tuple[int, int],
                context: Mapping[str, Any]) -> list[dict[str, Any]]:
     """One ``expiries.parquet`` row per event, with its herd's figures."""
@@ -221,6 +226,7 @@ def event_rows(herds: Sequence[Herd], window: tuple[int, int],
         "key": h.event.key,
         "event_ns": h.event.at_ns,
         "scheduled_ns": h.event.scheduled_ns,
+        "reported_ns": _reported(h.event),
         "source": h.event.source.value,
         "in_window": window[0] <= h.event.at_ns < window[1],
         "calls": h.size,
@@ -229,29 +235,6 @@ def event_rows(herds: Sequence[Herd], window: tuple[int, int],
         "duration_ms": h.duration_ms(),
         "first_fill_ms": h.first_fill_ms(),
     } for h in herds]
-
-
-def schedule_events(keys: Sequence[str], first_ns: int, ttl_ns: int, end_ns: int) -> list[Event]:
-    """The planned expiries, standing in when the server reports none (marked as such)."""
-    instants = range(first_ns, end_ns, ttl_ns) if ttl_ns > 0 else range(0)
-    return [Event(k, t, Source.SCHEDULE, t) for t in instants for k in keys]
-
-
-def with_schedule(events: Sequence[Event], first_ns: int, ttl_ns: int, aligned: bool) -> list[Event]:
-    """Mark each observed event with the scheduled instant it happened at, where there was one:
-    the first expiry of every key, and under ``--expiry aligned`` every boundary."""
-    seen: set[str] = set()
-    out = []
-    for e in sorted(events, key=lambda e: e.at_ns):
-        scheduled = None
-        if e.source is Source.EXPIRED and ttl_ns > 0 and (aligned or e.key not in seen):
-            k = max(0, round((e.at_ns - first_ns) / ttl_ns))
-            nearest = first_ns + k * ttl_ns
-            if abs(e.at_ns - nearest) < ttl_ns // 4 and (aligned or k == 0):
-                scheduled = nearest
-        seen.add(e.key)
-        out.append(Event(e.key, e.at_ns, e.source, scheduled))
-    return out
 
 
 @dataclass(frozen=True)
@@ -265,25 +248,12 @@ class EventPlan:
     aligned: bool
 
 
-def merge_close(events: Sequence[Event], tolerance: int) -> list[Event]:
-    """Reports of one key's expiry less than ``tolerance`` after the one before are that same
-    event: values written an instant before a boundary (``--expiry aligned``) expire with it."""
-    last: dict[str, int] = {}
-    out = []
-    for e in sorted(events, key=lambda e: e.at_ns):
-        if e.source is not Source.EXPIRED or e.at_ns - last.get(e.key, -tolerance - 1) > tolerance:
-            out.append(e)
-        if e.source is Source.EXPIRED:
-            last[e.key] = e.at_ns
-    return out
-
-
 def trial_events(rows: pa.Table, observed: Sequence[Event], plan: EventPlan,
                  window_calls: int) -> tuple[dict[str, Any], list[Herd]]:
     """The trial's event figures and every herd (for ``expiries.parquet``): computed once."""
     tolerance = tolerance_ns(plan.ttl_ns)
-    events = with_schedule(merge_close(observed, tolerance), plan.first_expiry_ns, plan.ttl_ns,
-                           plan.aligned)
+    events = reports.with_schedule(reports.merge_close(observed, tolerance), plan.first_expiry_ns,
+                                   plan.ttl_ns, plan.aligned)
     attribution = attribute(origin_calls(rows), events, tolerance, plan.ttl_ns // 2)
     counted = in_window(attribution.herds, *plan.window)
     out = figures(counted, attribution.unattributed, window_calls, plan.periods)

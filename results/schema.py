@@ -135,7 +135,7 @@ EXPIRY_SCHEMA = pa.schema(
     [
         *TRIAL_KEY,
         ("key", pa.string()),
-        ("event_ns", pa.int64()),  # coordinator clock: when the listener received the report
+        ("event_ns", pa.int64()),  # coordinator clock: the report, or its herd's first call if earlier
         ("scheduled_ns", pa.int64()),  # the planned instant it happened at; null where none
         ("source", pa.string()),  # expired, deleted, refresh or schedule
         ("in_window", pa.bool_()),
@@ -144,6 +144,7 @@ EXPIRY_SCHEMA = pa.schema(
         ("last_end_ns", pa.int64()),
         ("duration_ms", pa.float64()),
         ("first_fill_ms", pa.float64()),
+        ("reported_ns", pa.int64()),  # when the listener received the server's report
     ]
 )
 

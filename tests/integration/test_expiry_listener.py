@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from coordinator.expiry import ExpiryListener
-from results.events import Source
+from results.reports import Source
 
 
 @pytest.fixture

@@ -10,8 +10,9 @@ import math
 
 import pyarrow as pa
 
-from results import events
-from results.events import Event, EventPlan, Source
+from results import events, reports
+from results.events import EventPlan
+from results.reports import Event, Source
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -89,6 +90,9 @@ def test_a_call_just_before_the_late_stamped_report_belongs_to_it() -> None:
                              [Event("orders:0", 2 * S, Source.EXPIRED)], 50 * MS, TTL // 2)
     assert found.unattributed == 0
     assert found.herds[0].size == 1
+    # the call proves the value was gone before the report came: the event moves to it
+    assert found.herds[0].event.at_ns == 1_995 * MS
+    assert found.herds[0].event.reported_ns == 2 * S
 
 
 def test_calls_of_a_cold_key_are_unattributed_not_counted() -> None:
@@ -118,15 +122,15 @@ def test_refresh_cycles_a_ttl_apart_are_separate_events() -> None:
 
 def test_reports_of_one_key_within_the_tolerance_are_one_event() -> None:
     observed = [Event("k", t, Source.EXPIRED) for t in (2 * S, 2 * S + 10 * MS, 2 * S + 30 * MS, 4 * S)]
-    merged = events.merge_close(observed, 50 * MS)
+    merged = reports.merge_close(observed, 50 * MS)
     assert [e.at_ns for e in merged] == [2 * S, 4 * S]
 
 
 def test_aligned_expiries_carry_their_scheduled_boundary() -> None:
     observed = [Event("k", t, Source.EXPIRED) for t in (2 * S + 3 * MS, 4 * S + 1 * MS)]
-    marked = events.with_schedule(observed, 2 * S, TTL, aligned=True)
+    marked = reports.with_schedule(observed, 2 * S, TTL, aligned=True)
     assert [e.scheduled_ns for e in marked] == [2 * S, 4 * S]
-    drift = events.with_schedule(observed, 2 * S, TTL, aligned=False)
+    drift = reports.with_schedule(observed, 2 * S, TTL, aligned=False)
     assert [e.scheduled_ns for e in drift] == [2 * S, None]
 
 
