@@ -79,8 +79,7 @@ class Schedule:
 
     @property
     def drain_s(self) -> float:
-        """Time after the window for the last counted herd to finish."""
-        return min(self.ttl_s / 2, DRAIN_MAX_S)
+        return drain_s(self.ttl_s)
 
     def periods(self) -> int:
         """Whole TTL periods that fit between warm-up and the drain before the trial's end."""
@@ -98,6 +97,11 @@ class Schedule:
                 f"{self.warmup_s:g} s warm-up and the {self.drain_s:g} s drain: use --seconds >= "
                 f"{self.warmup_s + self.ttl_s + self.drain_s:g}"
             )
+
+
+def drain_s(ttl_s: float) -> float:
+    """Time after the window for the last counted herd to finish: half a TTL, at most 1 s."""
+    return min(ttl_s / 2, DRAIN_MAX_S)
 
 
 def split_clients(total: int, workers: int) -> tuple[WorkerShare, ...]:

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from results import event_table, figures, store
+from results import event_table, figures, metrics, store
 
 BIN_NS = 100_000_000  # origin calls are counted per 100 ms
 
@@ -71,7 +71,7 @@ def load(root: Path) -> RunData:
         floor = min((float(t["floor_ms"]) for t in trials if t["strategy"] == strategy),
                     default=float("nan"))
         window = rows.filter(rows["in_window"])
-        data.latency.append({"strategy": strategy, **figures.latency_figures(figures.client_requests(window)),
+        data.latency.append({"strategy": strategy, **figures.latency_figures(metrics.client_requests(window)),
                              "floor_ms": floor})
         data.endpoints.extend({**g, "floor_ms": floor}
                               for g in figures.group_figures(window, ("strategy", "op")))

@@ -15,7 +15,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from results import metrics
-from results.schema import REFRESH_OP
 
 # The request columns these figures read (``stage`` and ``bypass`` are absent from older runs).
 COLUMNS = ("strategy", "stage", "op", "in_window", "t_intended_ns", "t_start_ns", "latency_ns",
@@ -23,12 +22,6 @@ COLUMNS = ("strategy", "stage", "op", "in_window", "t_intended_ns", "t_start_ns"
 LATENCY_COLUMNS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms")
 STAGE_KEYS = ("strategy", "stage", "op")
 _NAMES = {"op": "endpoint"}  # how a grouping column is named in the figures
-
-
-def client_requests(rows: pa.Table) -> pa.Table:
-    """The clients' requests: what metrics.summarise computes latency over."""
-    rows = metrics.reads(rows)
-    return rows.filter(pc.not_equal(rows["op"], REFRESH_OP))
 
 
 def latency_figures(rows: pa.Table) -> dict[str, Any]:

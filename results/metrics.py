@@ -80,6 +80,13 @@ def reads(rows: pa.Table) -> pa.Table:
     return rows.filter(pc.not_equal(rows["op"], INVALIDATE_OP))
 
 
+def client_requests(rows: pa.Table) -> pa.Table:
+    """The clients' requests: every figure of latency, rate and outcome is over these
+    (``invalidate`` writes and background ``refresh`` jobs left out)."""
+    rows = reads(rows)
+    return rows.filter(pc.not_equal(rows["op"], REFRESH_OP))
+
+
 def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, object]:
     """The per-trial figures of ``trials.parquet`` that come from request rows alone.
 
@@ -91,7 +98,7 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
     rows = reads(rows)
     everything = rows.filter(rows["in_window"])
     is_refresh = pc.equal(everything["op"], REFRESH_OP)
-    win = everything.filter(pc.invert(is_refresh))
+    win = client_requests(everything)
     outcome = win["outcome"]
     errors = int(pc.sum(pc.equal(outcome, "error")).as_py() or 0)
     requests = win.num_rows

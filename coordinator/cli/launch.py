@@ -75,9 +75,10 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
     seed = options["seed"] if options["seed"] is not None else services is None
     workload = build_workload(options)
     timing = timing_from(options)
+    seconds = trial_seconds(workload, options["seconds"], timing.warmup_s, options["ttl_s"])
     config = LaunchConfig(
         workers=options["workers"], clients=options["clients"], strategies=options["strategies"],
-        ttl_s=options["ttl_s"], seconds=trial_seconds(workload, options["seconds"], timing.warmup_s),
+        ttl_s=options["ttl_s"], seconds=seconds,
         repeat=options["repeat"], out=out, services=services, scale=options["scale"],
         pool_size=options["pool_size"], origin_target_ms=options["origin_target_ms"], seed=seed,
         keys=primed_keys(workload), timing=timing, workload=workload,

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
-from coordinator.plan import DRAIN_MAX_S
+from coordinator.plan import drain_s
 from model.origin import CATEGORIES
 from model.workload import InvalidWorkload, KeySet, Query, Workload, shop, single
 
@@ -125,8 +125,8 @@ def build_workload(options: dict[str, Any]) -> Workload:
         raise click.UsageError(str(exc)) from None
 
 
-def trial_seconds(workload: Workload, seconds: float, warmup_s: float) -> float:
+def trial_seconds(workload: Workload, seconds: float, warmup_s: float, ttl_s: float) -> float:
     """A staged run lasts warm-up + stages x stage length + the drain; otherwise ``--seconds``."""
     if workload.stage_s > 0:
-        return warmup_s + workload.stages * workload.stage_s + DRAIN_MAX_S
+        return warmup_s + workload.stages * workload.stage_s + drain_s(ttl_s)
     return seconds
