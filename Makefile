@@ -24,11 +24,16 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-# Headless Chromium renders the HTML report in a test (skipped, with the reason, without it).
+# Headless Chromium renders the HTML report in a test (skipped, with the reason, without it);
+# Prometheus and its exporters run the --observe test (tests/e2e/test_observe.py).
 test-deps:
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 		echo "chromium could not be installed: the report screenshot test will be skipped" >&2
+	@command -v prometheus >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
+			prometheus-redis-exporter prometheus-postgres-exporter >/dev/null) || \
+		echo "prometheus could not be installed: the --observe test will be skipped" >&2
 
 # Every test (tests/unit, tests/integration, tests/e2e), then the ten slowest.
 test: lint test-deps

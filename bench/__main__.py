@@ -16,7 +16,9 @@ def main() -> None:
     recording.run()
     print("== report on 10 million rows")
     report_10m.main()
+    with_metrics = cluster.run(metrics=True)
     efficiency = cluster.run()
+    print(f"generator efficiency with metrics on (scraped each second): {with_metrics:.2f}")
     print(f"generator efficiency: {efficiency:.2f}")
 
 

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import re
 import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +29,7 @@ from coordinator.dispatch import client_app
 from coordinator.origin import seed
 from coordinator.plan import Schedule, TrialPlan, plan_trial
 from coordinator.stack import EmbeddedStack
+from coordinator.stack.processes import free_port
 from coordinator.trial import TrialRunner
 from model.wire import BASELINE
 from model.workload import KeySet, Query, Workload, single
@@ -84,9 +88,35 @@ class Bench:
     def start_spreads(self) -> list[float]:
         spreads = []
         for _ in range(SYNC_TRIALS):
-            self.runner.run(self.plan(1.5), of=0)
+            self.runner.run(self.plan(2.0), of=0)  # the shortest the plan allows (warm-up, one TTL, drain)
             spreads.append(float(read_trials(self.writer.root).to_pylist()[-1]["start_spread_ms"]))
         return spreads
+
+
+class Scraper:
+    """GET every worker's /metrics each second in a thread, as Prometheus would."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.ports, self.stop, self.scrapes = ports, threading.Event(), 0
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Scraper:
+        if self.ports:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        if self.ports:
+            self.thread.join(5)
+            print(f"    (metrics scraped {self.scrapes} times)")
+
+    def _loop(self) -> None:
+        while not self.stop.wait(1.0):
+            for port in self.ports:
+                with contextlib.suppress(OSError):
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
+                    self.scrapes += 1
 
 
 def _sleep_until(target_ns: int, out: Any) -> None:
@@ -126,10 +156,14 @@ def redis_benchmark_rps(url: str, connections: int) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def run() -> float:
-    print(f"cluster benchmarks: {WORKERS} workers x {CLIENTS // WORKERS} clients, "
+def run(metrics: bool = False) -> float:
+    """Benchmarks 1, 2 and 5; with ``metrics``, benchmark 1 only, every worker serving metrics
+    and scraped each second (as ``--observe`` does): its efficiency against the plain one."""
+    print(f"cluster benchmarks{' with metrics on, scraped each second' if metrics else ''}: "
+          f"{WORKERS} workers x {CLIENTS // WORKERS} clients, "
           f"{SECONDS:g} s per measurement, {ROUNDS} rounds alternating")
-    with EmbeddedStack(WORKERS) as stack:
+    ports = [free_port() for _ in range(WORKERS)] if metrics else None
+    with EmbeddedStack(WORKERS, metrics_ports=ports) as stack, Scraper(ports or []):
         bench = Bench(stack)
         try:
             redis.Redis.from_url(stack.services.cache_url).flushdb()
@@ -140,6 +174,8 @@ def run() -> float:
             efficiency = statistics.median(ours) / statistics.median(bare)
             print(f"[1] all-hit trial: {', '.join(f'{r:,.0f}' for r in ours)} rps; bare redis-py "
                   f"GET loop: {', '.join(f'{r:,.0f}' for r in bare)} rps")
+            if metrics:
+                return efficiency
             ceiling = redis_benchmark_rps(stack.services.cache_url, CLIENTS)
             if ceiling is None:
                 print("[2] redis-benchmark not installed (apt-get install redis-tools): skipped")

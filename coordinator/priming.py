@@ -14,7 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from model.origin import EndpointLoader, OriginShape, ValueShaper
 from model.workload import Endpoint, Workload
-from strategies import Deps, Probe, StrategySpec
+from strategies import Deps, Probe, StrategySpec, close_strategy
 
 
 def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: random.Random) -> int:
@@ -47,9 +47,16 @@ class Primer:
 
     def _prime_endpoint(self, ep: Endpoint, spec: StrategySpec, window_start_ns: int,
                         jitter: float, rng: random.Random) -> int:
-        strategy = spec.build(Deps(self.cache, self.locks, self.loaders[ep.name], ep.ttl_ms))
+        strategy = spec.build(self.deps(ep))
         keys = ep.key_names()
-        for key in keys:
-            strategy.prime(key, self.values[key], first_expiry_ms(window_start_ns, ep.ttl_ms,
-                                                                  jitter, rng))
+        try:
+            for key in keys:
+                strategy.prime(key, self.values[key], first_expiry_ms(window_start_ns, ep.ttl_ms,
+                                                                      jitter, rng))
+        finally:
+            close_strategy(strategy)  # two-level's listener thread
         return len(keys)
+
+    def deps(self, ep: Endpoint) -> Deps:
+        """The coordinator's connections for one endpoint: priming and the servers' check."""
+        return Deps(self.cache, self.locks, self.loaders[ep.name], ep.ttl_ms)

@@ -13,9 +13,11 @@ from celery import Celery
 
 from coordinator import dispatch
 from coordinator.config import LaunchConfig
+from coordinator.consistency import servers_check, written_keys
 from coordinator.console import Console
 from coordinator.expiry import ExpiryListener
 from coordinator.faults.injector import TrialHooks, fault_columns
+from coordinator.observe.board import BOARD
 from coordinator.origin import counters
 from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
@@ -23,10 +25,12 @@ from model.origin import MARKS, OriginShape
 from model.services import COORDINATOR_APP, Services, make_pool, redis_client
 from model.wire import TrialResult, TrialSpec
 from results import checks, events, metrics, reports, transport
+from results.consistency import consistency_figures
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
 
-_ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns")
+_ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns", "set_ns", "commit_ns")
+_ZERO_IS_NONE = frozenset(_ALIGN[2:])  # 0 means "none" (no origin call, no set, no commit)
 
 
 def window_of(plan: TrialPlan) -> metrics.Window:
@@ -65,6 +69,7 @@ class TrialRunner:
 
     def run(self, plan: TrialPlan, of: int) -> dict[str, Any]:
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
+        BOARD.trial_planned(plan)  # the phase metric (coordinator.observe); inert unless served
         self._prime(plan)
         db_before = counters.origin_db_calls(self.services.origin_dsn)
         statements_before = counters.statement_snapshot(self.services.origin_dsn)
@@ -80,6 +85,7 @@ class TrialRunner:
         finally:
             dispatch.release(tasks)
             report = self.hooks.disarm(plan)
+            BOARD.trial_done()
         db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
         statements = checks.statement_rows(
             statements_before, counters.statement_snapshot(self.services.origin_dsn),
@@ -94,6 +100,7 @@ class TrialRunner:
         summary.update(checks.generator_figures(results))
         summary.update(fault_columns(report, plan.start_ns, rows, len(gathered.missing)))
         summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
+        summary.update(self._consistency(plan, rows))
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
         for worker, why in gathered.missing.items():
@@ -135,6 +142,14 @@ class TrialRunner:
             self.console.say(f"trial {plan.trial}: the cache stopped reporting expiries for a while "
                              "(it went away); events in that gap are missing")
         return {**figures, "expiry_source": source, "expiry_mode": self.config.expiry.value}
+
+    def _consistency(self, plan: TrialPlan, rows: pa.Table) -> dict[str, Any]:
+        """Stale reads and sets from the rows, and the servers' own word on the written keys."""
+        check = servers_check(plan.strategy, self.config.workload.endpoints, self.primer.deps,
+                              self.services.origin_dsn, written_keys(rows))
+        for line in check.detail:
+            self.console.say(f"trial {plan.trial} {plan.strategy.label}: {line}")
+        return {**consistency_figures(rows), **check.columns()}
 
     def _prime(self, plan: TrialPlan) -> None:
         """Clear what the last trial left, then store each key to expire at the first expiry."""
@@ -179,7 +194,7 @@ class TrialRunner:
         offset = self.offsets[worker]["offset_ns"]
         for name in _ALIGN:
             column = pc.subtract(wire[name], offset)
-            if name == "origin_start_ns":  # 0 means "no origin call": keep it 0
+            if name in _ZERO_IS_NONE:  # keep 0 as 0
                 column = pc.if_else(pc.equal(wire[name], 0), 0, column)
             wire = wire.set_column(wire.schema.get_field_index(name), name, column)
         n = wire.num_rows

@@ -20,6 +20,9 @@ ENV = {
     "origin_dsn": "STAMPEDE_ORIGIN_DSN",
 }
 
+# A process's metrics endpoint (worker or coordinator): port and listen address.
+METRICS_PORT_ENV, METRICS_ADDR_ENV = "STAMPEDE_METRICS_PORT", "STAMPEDE_METRICS_ADDR"
+
 # application_name of the two kinds of origin connections (the origin:exhaust fault tells them apart)
 WORKER_APP = "stampede-worker"
 COORDINATOR_APP = "stampede-coordinator"

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from results import event_table, figures, metrics, store
+from results import consistency, event_table, figures, metrics, store
 
 BIN_NS = 100_000_000  # origin calls are counted per 100 ms
 
@@ -36,6 +36,17 @@ class Timeline:
 
 
 @dataclass
+class VersionPanel:
+    """Versions served against versions committed on one trial's hottest written key."""
+
+    trial: int
+    strategy: str
+    repeat: int
+    start_ns: int  # the trial's common start instant: the plot's zero
+    series: consistency.VersionSeries
+
+
+@dataclass
 class RunData:
     root: Path
     meta: dict[str, Any]
@@ -47,6 +58,7 @@ class RunData:
     stages: list[dict[str, Any]] = field(default_factory=list)  # per strategy, stage and op
     statements: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # expiries.parquet, per event
+    versions: list[VersionPanel] = field(default_factory=list)  # per strategy with writes
 
 
 def load(root: Path) -> RunData:
@@ -78,7 +90,30 @@ def load(root: Path) -> RunData:
         data.stages.extend({**g, "floor_ms": floor} for g in _stage_rows(rows))
     if len({r["stage"] for r in data.stages}) < 2:
         data.stages = []  # one stage: the per-endpoint table says it all
+    data.versions = version_panels(dataset, trials, plans)
     return data
+
+
+def version_panels(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]],
+                   plans: Mapping[int, Mapping[str, Any]]) -> list[VersionPanel]:
+    """For the first trial with writes of each strategy (one panel per strategy keeps the report
+    readable), its hottest written key's versions; none for runs made before versions."""
+    if not set(consistency.COLUMNS) <= set(dataset.schema.names):
+        return []
+    first: dict[str, Mapping[str, Any]] = {}
+    for t in trials:
+        if (t.get("writes") or 0) > 0 and int(t["trial"]) in plans:
+            first.setdefault(str(t["strategy"]), t)
+    panels = []
+    for strategy, t in first.items():
+        rows = dataset.to_table(columns=list(consistency.COLUMNS),
+                                filter=ds.field("trial") == int(t["trial"]))
+        key = consistency.hottest_written_key(rows)
+        if key is not None:
+            panels.append(VersionPanel(int(t["trial"]), strategy, int(t["repeat"]),
+                                       int(plans[int(t["trial"])]["start_ns"]),
+                                       consistency.version_series(rows, key)))
+    return panels
 
 
 def stage_figures(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

@@ -2,7 +2,7 @@
 (endpoint, or stage and endpoint) everything either of them shows. Computed once, here.
 
 Latency figures count the clients' requests as ``trials.parquet`` does (results.metrics.summarise):
-``invalidate`` writes and background ``refresh`` jobs left out. Per-group figures leave out the
+origin writes and background ``refresh`` jobs left out. Per-group figures leave out the
 writes only: a ``refresh`` group shows the origin calls the background made.
 """
 
@@ -46,7 +46,7 @@ def stage_rows(rows: pa.Table) -> list[dict[str, Any]]:
 
 
 def group_figures(rows: pa.Table, keys: Sequence[str]) -> list[dict[str, Any]]:
-    """One dict per group of ``keys`` (``op`` named ``endpoint``), sorted, ``invalidate`` rows
+    """One dict per group of ``keys`` (``op`` named ``endpoint``), sorted, origin write rows
     left out: latency figures, rate, hit and bypass shares, origin calls, open-loop sends, and
     pool wait and query p99 over the rows that reached the origin (experiment 003: a light
     endpoint whose latency is pool wait shows it next to its short query time)."""

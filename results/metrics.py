@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.schema import DROPPED, INVALIDATE_OP, LATE_MS, REFRESH_OP
+from results.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 
@@ -75,14 +75,19 @@ def sends(rows: pa.Table) -> dict[str, int]:
             "dropped_sends": int(pc.sum(dropped).as_py() or 0)}
 
 
+def is_write(rows: pa.Table) -> pa.ChunkedArray:
+    """The origin write rows (``write``; ``invalidate`` in runs made before versions)."""
+    return pc.is_in(rows["op"], pa.array([WRITE_OP, LEGACY_WRITE_OP]))
+
+
 def reads(rows: pa.Table) -> pa.Table:
-    """The request rows (``invalidate`` write rows left out): what latency figures are over."""
-    return rows.filter(pc.not_equal(rows["op"], INVALIDATE_OP))
+    """The request rows (origin write rows left out): what latency figures are over."""
+    return rows.filter(pc.invert(is_write(rows)))
 
 
 def client_requests(rows: pa.Table) -> pa.Table:
     """The clients' requests: every figure of latency, rate and outcome is over these
-    (``invalidate`` writes and background ``refresh`` jobs left out)."""
+    (origin writes and background ``refresh`` jobs left out)."""
     rows = reads(rows)
     return rows.filter(pc.not_equal(rows["op"], REFRESH_OP))
 
@@ -92,10 +97,11 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
 
     Origin calls per event come from ``results.events``; here the calls started in the window
     (background refreshes included) feed its per-period cross-check. Requests,
-    latency, rps and outcomes count the clients' requests only (``invalidate`` writes and
-    ``refresh`` jobs left out).
+    latency, rps and outcomes count the clients' requests only (origin writes and
+    ``refresh`` jobs left out). Every origin read call counts in ``origin_calls_total``, a
+    write's write-through load (``on_write=update``) too, as PostgreSQL counts them all.
     """
-    rows = reads(rows)
+    all_rows, rows = rows, reads(rows)
     everything = rows.filter(rows["in_window"])
     is_refresh = pc.equal(everything["op"], REFRESH_OP)
     win = client_requests(everything)
@@ -121,7 +127,7 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
         ),
         "stale_served": int(pc.sum(pc.equal(outcome, "stale")).as_py() or 0),
         "waits": int(pc.sum(pc.equal(outcome, "waited")).as_py() or 0),
-        "origin_calls_total": int(pc.sum(rows["origin_called"]).as_py() or 0),
+        "origin_calls_total": int(pc.sum(all_rows["origin_called"]).as_py() or 0),
         "floor_ms": floor_ms,
         "below_floor": _below_floor(win, floor_ms),
         "error_types": _error_types(everything),

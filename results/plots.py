@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from results.analysis import BIN_NS, Timeline
+from results.analysis import BIN_NS, Timeline, VersionPanel
 
 _PERCENTILE_LABELS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"),
                       ("p999_ms", "p99.9"), ("max_ms", "max"))
@@ -94,5 +94,33 @@ def stage_breakdown(rows: Sequence[dict[str, Any]]) -> bytes:
     ax.set_ylabel("ms")
     ax.set_title("p99 per stage and endpoint: waiting for a connection vs the database", fontsize=10)
     ax.legend(fontsize=8)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def version_timeline(panels: Sequence[VersionPanel]) -> bytes:
+    """Per strategy, on its hottest written key: each read's version (points; stale ones, served
+    after a newer version had committed, in red) against the committed version (a step line)."""
+    fig, axes = plt.subplots(len(panels), 1, figsize=(10, 2.6 * len(panels) + 0.6), squeeze=False)
+    for ax, panel in zip(axes[:, 0], panels, strict=True):
+        s = panel.series
+        x = (s.served_ns - panel.start_ns) / 1e9
+        if len(s.commit_ns):  # behind the points; before the first write, one version below it
+            at = (s.commit_ns - panel.start_ns) / 1e9
+            first = min(float(x.min()) if len(x) else float(at[0]), float(at[0]))
+            end = max(float(x.max()) if len(x) else 0.0, float(at[-1]))
+            ax.step(np.concatenate([[first], at, [end]]),
+                    np.concatenate([[s.committed[0] - 1], s.committed, [s.committed[-1]]]),
+                    where="post", color="grey", linewidth=3, alpha=0.45, zorder=1, label="committed")
+        ax.scatter(x[~s.stale], s.served[~s.stale], s=5, color="tab:blue", alpha=0.6,
+                   linewidths=0, zorder=2, label="served")
+        ax.scatter(x[s.stale], s.served[s.stale], s=16, color="tab:red", marker="x", zorder=3,
+                   linewidths=1, label="served after a newer version had committed (stale)")
+        shown = "" if len(x) == s.reads else f", {len(x):,} plotted"
+        ax.set_title(f"{panel.strategy} (trial {panel.trial}), key {s.key}: {s.reads:,} reads, "
+                     f"{s.stale_reads:,} stale{shown}", fontsize=10, loc="left")
+        ax.set_ylabel("version")
+        ax.legend(fontsize=7, loc="upper left", markerscale=2)
+    axes[-1, 0].set_xlabel("seconds since the trial's common start instant")
     fig.tight_layout()
     return _png(fig)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from results import analysis, plots, table
+from results import analysis, observe_appendix, plots, table
 from results import html as h
 
 TRIAL_COLUMNS: list[h.Column] = [
@@ -41,10 +41,22 @@ STATEMENT_COLUMNS: list[h.Column] = [
     ("trial", "trial", ""), ("query", "statement", ""), ("calls", "calls", ","),
     ("mean_ms", "mean ms", ".3f"), ("total_ms", "total ms", ",.1f"), ("share", "share of DB time", ".1%"),
 ]
+CONSISTENCY_TEXT = (
+    "A read is stale when a newer version of its key had committed before it started; a stale "
+    "set is a value written into the cache after a newer write's invalidation was done (the cache "
+    "then serves the old value until it expires). Max stale: the longest time from a commit to "
+    "the last read of an older version. The servers' own check at each trial's end stands beside "
+    "them (flagged when a stale set is proven). The plot shows, for the first trial with writes "
+    "of each strategy, its most-read written key: each read's version against the committed one.")
 _PERCENTILE_KEYS = {"p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms"}
 
 
-SUMMARY_COLUMNS: list[h.Column] = [(c, c, "") for c in table.COLUMNS]
+CONSISTENCY_COLUMNS: list[h.Column] = [
+    ("writes", "writes", ","), ("stale_after_write", "stale reads", ","),
+    ("stale_after_write_share", "stale read share", ".2%"), ("max_stale_ms", "max stale ms", ".1f"),
+    ("stale_sets", "stale sets", ","), ("end_behind_keys", "cache behind at end (keys)", ""),
+    ("end_stale_sets", "stale sets proven at end", ""),
+]
 EVENT_COLUMNS: list[h.Column] = [
     ("trial", "trial", ""), ("strategy", "strategy", ""), ("key", "key", ""), ("at_s", "at s", ".3f"),
     ("scheduled_s", "scheduled s", ".3f"), ("source", "source", ""), ("in_window", "counted", ""),
@@ -53,8 +65,11 @@ EVENT_COLUMNS: list[h.Column] = [
 ]
 
 
-def _summary(trials: list[dict[str, Any]]) -> list[dict[str, str]]:
-    return [dict(zip(table.COLUMNS, cells, strict=True)) for cells in table.summary_rows(trials)]
+def _summary(trials: list[dict[str, Any]]) -> str:
+    """The text table's lines as HTML (with the consistency columns when a trial had writes)."""
+    columns = table.columns(trials)
+    rows = [dict(zip(columns, cells, strict=True)) for cells in table.summary_rows(trials)]
+    return h.table(rows, [(c, c, "") for c in columns])
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,8 @@ def flag_cell(row: Mapping[str, Any], key: str) -> bool:
         return bool(float(value) > 0)
     if key == "db_calls_match":
         return value is False
+    if key in ("stale_sets", "end_stale_sets"):
+        return bool(int(value) > 0)
     return key in ("saturated", "below_floor") and value is True
 
 
@@ -83,7 +100,8 @@ def write_report(root: Path) -> Written:
     data = analysis.load(root)
     images = {"origin_timeline.png": plots.origin_timeline(data.timelines) if data.timelines else None,
               "latency_percentiles.png": plots.latency_percentiles(data.latency) if data.latency else None,
-              "stages.png": plots.stage_breakdown(data.stages) if data.stages else None}
+              "stages.png": plots.stage_breakdown(data.stages) if data.stages else None,
+              "versions.png": plots.version_timeline(data.versions) if data.versions else None}
     pngs = []
     for name, png in images.items():
         if png is not None:
@@ -100,7 +118,7 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
     origin = data.meta.get("origin", {})
     out = [f"<p>{html.escape(_describe(spec, origin, data.meta))}</p>",
            f"<p>{html.escape(_provenance(data.meta))}</p>",
-           "<h2>Summary</h2>", h.table(_summary(data.trials), SUMMARY_COLUMNS),
+           "<h2>Summary</h2>", _summary(data.trials),
            "<h2>Self-checks</h2>", h.notes(table.notes(data.trials))]
     if "origin_timeline.png" in images:
         out += ["<h2>Origin calls per 100 ms</h2>",
@@ -112,7 +130,7 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
             h.table(data.latency, LATENCY_COLUMNS, flag_cell)]
     if "latency_percentiles.png" in images:
         out.append(h.image(images["latency_percentiles.png"], "latency percentiles"))
-    out += ["<h2>Trials</h2>", h.table(data.trials, TRIAL_COLUMNS, flag_cell)]
+    out += _trials_section(data, images)
     if data.events:
         out += ["<h2>Expiry events and their herds</h2>",
                 "<p>Every event the cache reported (or refresh cycle), with the origin calls "
@@ -130,6 +148,18 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
     if data.statements:
         out += ["<h2>Database time per statement (pg_stat_statements)</h2>",
                 h.table(data.statements, STATEMENT_COLUMNS)]
+    return out + observe_appendix.sections(data.root)  # runs launched with --observe
+
+
+def _trials_section(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
+    """The per-trial table; with the consistency columns and the versions plot when a trial of
+    the run had writes (a run without writes, or made before them, shows neither)."""
+    if not table.had_writes(data.trials):
+        return ["<h2>Trials</h2>", h.table(data.trials, TRIAL_COLUMNS, flag_cell)]
+    out = ["<h2>Trials</h2>", h.table(data.trials, TRIAL_COLUMNS + CONSISTENCY_COLUMNS, flag_cell),
+           "<h2>Consistency under writes</h2>", f"<p>{html.escape(CONSISTENCY_TEXT)}</p>"]
+    if "versions.png" in images:
+        out.append(h.image(images["versions.png"], "versions served against versions committed"))
     return out
 
 

@@ -40,8 +40,13 @@ _WIRE_BASE = pa.schema(
 # request bypassed the cache on purpose (the bypass ramp of experiment 003), and, for a refresh
 # of a value that had not expired yet (XFetch early, swr), that value's expiry stamp as its
 # filler wrote it (0: none): it names the refresh cycle the origin call belongs to.
+# Versions (consistency under writes): the origin version of the value a row answered with (a
+# write row: the version it committed; -1: none), the version the row wrote into the cache (-1:
+# none) and when that cache write was sent (0: none), and a write row's commit instant (0: none).
 WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_()),
-              pa.field("refresh_of_ns", pa.int64())]
+              pa.field("refresh_of_ns", pa.int64()),
+              pa.field("version_served", pa.int64()), pa.field("version_set", pa.int64()),
+              pa.field("set_ns", pa.int64()), pa.field("commit_ns", pa.int64())]
 WIRE_SCHEMA = pa.schema([*_WIRE_BASE, *WIRE_ADDED])
 
 # Which trial a row belongs to: the first columns of requests, trials and expiries.
@@ -126,6 +131,17 @@ TRIAL_SCHEMA = pa.schema(
         ("per_period_differs", pa.bool_()),  # the two figures differ by more than 10 %
         ("expiry_mode", pa.string()),  # drift (each expiry one TTL after its fill) or aligned
         ("aligned_max_ms", pa.float64()),  # largest |observed - scheduled| of the window's expiries
+        # Consistency under writes (results.consistency; 0 / NaN in a trial without writes).
+        ("writes", pa.int64()),  # origin writes committed in the window
+        ("stale_after_write", pa.int64()),  # reads that began after a newer version committed
+        ("stale_after_write_share", pa.float64()),  # of the window's successful reads
+        ("max_stale_ms", pa.float64()),  # longest commit -> last read of an older version
+        ("stale_sets", pa.int64()),  # older versions written into the cache after a newer write
+        # The servers' own word at the trial's end (coordinator.consistency): written keys whose
+        # cache holds an older version than the origin, and those proven to be stale sets (still
+        # there one value lifetime after the newer version committed).
+        ("end_behind_keys", pa.int64()),
+        ("end_stale_sets", pa.int64()),
     ]
 )
 
@@ -167,5 +183,6 @@ STATEMENT_SCHEMA = pa.schema(
 OUTCOMES = tuple(o.name.lower() for o in sorted(Outcome))  # by code: the recorder's dictionary
 LATE_MS = 10.0  # an open-loop send this far behind its intended instant counts as late
 DROPPED = "DroppedSend"  # error type of an open-loop send given up (too late to be meaningful)
-INVALIDATE_OP = "invalidate"  # op of a write-driven invalidation row
+WRITE_OP = "write"  # op of an origin write (then the strategy's own invalidation or update)
+LEGACY_WRITE_OP = "invalidate"  # the same rows in runs made before versions were recorded
 REFRESH_OP = "refresh"  # op of a background job's row: counts origin calls, is not a request

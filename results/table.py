@@ -1,4 +1,5 @@
-"""The summary table: one line per strategy, medians over repeats, every repeat's origin figure."""
+"""The summary table: one line per strategy, medians over repeats, every repeat's origin figure;
+the consistency columns (issue 14) only in runs where a trial had writes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from results.text import grid
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 ms", "p99 ms",
            "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "peak",
            "spread ms", "db check", "generator")
+# Shown only when a trial of the run had writes (results.consistency): a run without writes has
+# nothing to say about them, and older runs lack the columns.
+CONSISTENCY_COLUMNS = ("writes", "stale reads", "max stale ms", "stale sets")
 
 
 def group_by_strategy(trials: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -99,15 +103,42 @@ def _generator(rows: list[Mapping[str, Any]]) -> str:
     return "SATURATED" if any(flags) else "ok"
 
 
+def had_writes(trials: Iterable[Mapping[str, Any]]) -> bool:
+    """A trial of the run committed writes in its window (runs made before writes: none)."""
+    return any(_get(t, "writes", 0) > 0 for t in trials)
+
+
+def columns(trials: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The summary table's columns for these trials (``summary_rows`` fills them)."""
+    return COLUMNS + CONSISTENCY_COLUMNS if had_writes(trials) else COLUMNS
+
+
+def consistency_cells(rows: list[Mapping[str, Any]]) -> list[str]:
+    """Writes and stale sets summed over repeats; stale reads summed, with the median of the
+    repeats' shares (trials.parquet keeps the share, not its denominator); the longest stale."""
+    share = _median([r for r in rows if r.get("stale_after_write_share") is not None],
+                    "stale_after_write_share")
+    stale = sum(int(_get(r, "stale_after_write", 0)) for r in rows)
+    return [f"{sum(int(_get(r, 'writes', 0)) for r in rows):,}",
+            f"{stale:,}" + ("" if math.isnan(share) else f" ({share:.2%})"),
+            _fmt_ms(max((m for r in rows if not math.isnan(m := _get(r, "max_stale_ms"))),
+                        default=float("nan"))),
+            f"{sum(int(_get(r, 'stale_sets', 0)) for r in rows):,}"]
+
+
 def summary_rows(trials: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    """One line per strategy, in the order of ``COLUMNS`` (text and HTML both show these)."""
-    return [strategy_line(name, group) for name, group in group_by_strategy(trials).items()]
+    """One line per strategy, in the order of ``columns(trials)`` (text and HTML both show these)."""
+    trials = list(trials)
+    extra = had_writes(trials)
+    return [strategy_line(name, group) + (consistency_cells(group) if extra else [])
+            for name, group in group_by_strategy(trials).items()]
 
 
 def render(trials: Iterable[Mapping[str, Any]]) -> str:
     """A plain-text table; ``!`` after p50 marks a result faster than the physical floor,
     ``*`` after the event kind an expiry count taken from the schedule (the cache reported none)."""
-    return grid(COLUMNS, summary_rows(trials), left=2)
+    trials = list(trials)
+    return grid(columns(trials), summary_rows(trials), left=2)
 
 
 def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -126,7 +157,21 @@ def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
             out.append(f"{where}: load generator saturated ({saturation_reason(r)}): "
                        "its latencies are inflated")
         out.extend(f"{where}: {n}" for n in _event_notes(r))
+        out.extend(f"{where}: {n}" for n in _consistency_notes(r))
     return out
+
+
+def _consistency_notes(r: Mapping[str, Any]) -> list[str]:
+    """The servers' end-of-trial check (coordinator.consistency) against the rows: a stale set
+    the servers prove stands whatever the rows say, and one the rows missed is called out."""
+    proven = int(_get(r, "end_stale_sets", 0))
+    if proven <= 0:
+        return []
+    note = (f"cache holds a stale set at the end: proven by the servers ({proven} key(s) older "
+            "than the origin one value lifetime after the newer version committed)")
+    if r.get("stale_sets") is not None and int(r["stale_sets"]) == 0:
+        note += "; the servers hold a stale set the rows did not show"
+    return [note]
 
 
 def _event_notes(r: Mapping[str, Any]) -> list[str]:

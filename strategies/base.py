@@ -42,7 +42,10 @@ class Probe:
         "origin_start_ns",
         "pool_wait_ns",
         "refresh_of_ns",
+        "set_ns",
         "stale_age_ns",
+        "version_served",
+        "version_set",
     )
 
     def __init__(self) -> None:
@@ -59,6 +62,11 @@ class Probe:
         # A refresh of a value that had not expired yet: that value's expiry stamp (ns). It names
         # the refresh cycle the origin call belongs to (results.events); 0 for any other call.
         self.refresh_of_ns = 0
+        # Versions (strategies.version): what this request answered with and wrote (-1: none),
+        # and when that cache write was sent (0: none).
+        self.version_served = -1
+        self.version_set = -1
+        self.set_ns = 0
 
 
 class Loader(Protocol):
@@ -107,6 +115,16 @@ class Strategy(Protocol):
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         """Store ``value`` in this strategy's own format so that it expires at ``expire_at_ms``."""
+        ...
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        """The origin row behind ``key`` changed and committed: bring the cache in line, this
+        strategy's way (its ``on_write`` parameter: delete, or write the new value through)."""
+        ...
+
+    def cached_version(self, key: str) -> int | None:
+        """The origin version the cache server holds for ``key`` in this strategy's format
+        (None: nothing): the servers' own word at the end of a trial."""
         ...
 
 

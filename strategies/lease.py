@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from strategies import envelope
+from strategies import envelope, version
 from strategies.base import Deps, LockWaitTimeout, Outcome, Probe
-from strategies.params import Ttl, WaitParams
+from strategies.params import OnWrite, Ttl, WaitParams
 from strategies.registry import register
 from strategies.waiting import Waiter
 
@@ -54,6 +54,8 @@ class LeaseParams(WaitParams):
             raise ValueError("lease_ms must be > 0")
         if self.stale_ms < 0:
             raise ValueError("stale_ms must be >= 0")
+        if self.on_write is OnWrite.UPDATE:
+            raise ValueError("on_write=update does not apply: a lease write invalidates (delete)")
 
 
 def _keys(key: str) -> list[str]:
@@ -82,25 +84,35 @@ class Lease:
             reply = self._get(keys=_keys(key), args=[token, self._params.lease_ms])
             if reply[0] == 0:
                 probe.lock_wait_ns = time.perf_counter_ns() - started if attempt else 0
+                version.served(probe, reply[1])
                 return Outcome.WAITED if attempt else Outcome.HIT
             if reply[0] == 1:
                 probe.lock_wait_ns = time.perf_counter_ns() - started
                 self._fill(key, token, probe)
                 return Outcome.FILLED
             if reply[0] == 2:
-                probe.stale_age_ns = -envelope.unpack(reply[1]).left_us(envelope.now_us()) * 1000
+                stale = envelope.unpack(reply[1])
+                # past its expiry; a copy served because a write removed the value before its
+                # expiry has age 0 here (how far behind it is shows in its version)
+                probe.stale_age_ns = max(0, -stale.left_us(envelope.now_us()) * 1000)
+                version.served(probe, stale.payload)
                 return Outcome.STALE
             if time.perf_counter_ns() >= deadline:
                 break
             self._waiter.pause(key, deadline)
         raise LockWaitTimeout(f"no value or lease for {key!r} after {self._params.max_wait_ms} ms")
 
-    def set_with_lease(self, key: str, token: bytes, value: bytes) -> bool:
+    def set_with_lease(self, key: str, token: bytes, value: bytes, probe: Probe | None = None,
+                       ) -> bool:
         """Store ``value`` if ``token`` still owns the lease; False when it was cancelled."""
         ttl_ms = self._ttl.draw_ms()
         stale = envelope.pack(value, envelope.now_us() + ttl_ms * 1000)
         args: list[bytes | int] = [token, value, ttl_ms, self._params.stale_ms, stale]
-        return bool(self._set(keys=_keys(key), args=args))
+        sent = time.time_ns()
+        accepted = bool(self._set(keys=_keys(key), args=args))
+        if accepted and probe is not None:
+            version.stored(probe, value, sent)
+        return accepted
 
     def lease(self, key: str) -> bytes | None:
         """Ask for a lease on a missing key: the token, or None (value present or leased)."""
@@ -112,11 +124,20 @@ class Lease:
         """The source changed: drop the value and cancel any outstanding lease."""
         self._invalidate(keys=_keys(key))
 
+    def on_write(self, key: str, probe: Probe) -> None:
+        """Memcache's delete: the value and any outstanding lease go, so a set computed from the
+        old row is refused (the stale copy stays, served as ``stale`` with its version)."""
+        self.invalidate(key)
+
+    def cached_version(self, key: str) -> int | None:
+        return version.cached_version(self._deps.cache, key)
+
     def _fill(self, key: str, token: bytes, probe: Probe) -> None:
         """A rejected set (lease cancelled meanwhile) still answers this request with the value
         it computed; it just is not cached."""
         value = self._deps.loader.load(key, probe)
-        if self.set_with_lease(key, token, value):
+        version.served(probe, value)
+        if self.set_with_lease(key, token, value, probe):
             self._waiter.wake(key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:

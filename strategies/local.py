@@ -18,11 +18,12 @@ from strategies.registry import register
 
 
 class _Call:
-    __slots__ = ("done", "error")
+    __slots__ = ("done", "error", "version")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.error: BaseException | None = None
+        self.version = -1  # what the leader served: the followers serve the same value
 
 
 @register
@@ -48,7 +49,9 @@ class LocalLock(Lock):
 
     def _lead(self, key: str, call: _Call, probe: Probe) -> Outcome:
         try:
-            return super().fill_or_wait(key, probe)
+            outcome = super().fill_or_wait(key, probe)
+            call.version = probe.version_served
+            return outcome
         except BaseException as exc:
             call.error = exc
             raise
@@ -66,4 +69,5 @@ class LocalLock(Lock):
         if call.error is not None:
             raise StrategyError(f"in-process leader failed: {type(call.error).__name__}: "
                                 f"{call.error}")
+        probe.version_served = call.version
         return Outcome.WAITED

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import ClassVar
 
+from strategies import version
 from strategies.base import Deps, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.locking import lock_key
-from strategies.params import LockParams, Ttl
+from strategies.params import LockParams, OnWrite, Ttl
 from strategies.registry import register
 
 
@@ -38,14 +39,26 @@ class Lock:
         self._deps = deps
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self.flight = SingleFlight(deps, params, self.double_check)
+        self._update = params.on_write is OnWrite.UPDATE
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
-        if self._deps.cache.get(key) is not None:
+        if self._present(key, probe):
             return Outcome.HIT
         return self.fill_or_wait(key, probe)
 
     def fill_or_wait(self, key: str, probe: Probe) -> Outcome:
-        return self.flight.run(key, probe, lambda: self._present(key), lambda p: self._fill(key, p))
+        return self.flight.run(key, probe, lambda: self._present(key, probe),
+                               lambda p: self._fill(key, p))
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        """Delete the key (the next reader fills it under the lock), or write it through."""
+        if self._update:
+            self._fill(key, probe)
+        else:
+            self._deps.cache.delete(key)
+
+    def cached_version(self, key: str) -> int | None:
+        return version.cached_version(self._deps.cache, key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         def write() -> None:
@@ -53,13 +66,18 @@ class Lock:
 
         prime_under_lock(self.flight, key, write)
 
-    def _present(self, key: str) -> bool:
-        return self._deps.cache.get(key) is not None
+    def _present(self, key: str, probe: Probe) -> bool:
+        """Is the value in the cache? If so, it is what this request serves."""
+        raw = self._deps.cache.get(key)
+        if raw is None:
+            return False
+        version.served(probe, raw)  # type: ignore[arg-type]
+        return True
 
     def _fill(self, key: str, probe: Probe) -> None:
         value = self._deps.loader.load(key, probe)
-        expiry = self._ttl.draw()
-        self._deps.cache.set(key, value, px=expiry.px, pxat=expiry.pxat)
+        version.served(probe, value)
+        version.set_value(self._deps.cache, key, value, self._ttl.draw(), probe)
 
 
 @register

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from strategies import version
 from strategies.base import Deps, Outcome, Probe
-from strategies.params import CommonParams, Ttl
+from strategies.params import CommonParams, OnWrite, Ttl
 from strategies.registry import register
 
 
@@ -17,15 +18,29 @@ class Naive:
     def __init__(self, deps: Deps, params: CommonParams) -> None:
         self._deps = deps
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
+        self._update = params.on_write is OnWrite.UPDATE
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
-        cache = self._deps.cache
-        if cache.get(key) is not None:
+        raw = self._deps.cache.get(key)
+        if raw is not None:
+            version.served(probe, raw)  # type: ignore[arg-type]
             return Outcome.HIT
-        value = self._deps.loader.load(key, probe)
-        expiry = self._ttl.draw()
-        cache.set(key, value, px=expiry.px, pxat=expiry.pxat)
+        self._fill(key, probe)
         return Outcome.FILLED
+
+    def _fill(self, key: str, probe: Probe) -> None:
+        value = self._deps.loader.load(key, probe)
+        version.served(probe, value)
+        version.set_value(self._deps.cache, key, value, self._ttl.draw(), probe)
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        if self._update:
+            self._fill(key, probe)
+        else:
+            self._deps.cache.delete(key)
+
+    def cached_version(self, key: str) -> int | None:
+        return version.cached_version(self._deps.cache, key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         self._deps.cache.set(key, value, pxat=expire_at_ms)

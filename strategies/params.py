@@ -27,11 +27,19 @@ class LockErrorPolicy(enum.StrEnum):
     CLOSED = "closed"  # fail the request (an error row of type LockStoreDown)
 
 
+class OnWrite(enum.StrEnum):
+    """What a strategy does to the cache after the origin row behind a key changed."""
+
+    DELETE = "delete"  # drop the key (each its own way); the next reader fills it (cache-aside)
+    UPDATE = "update"  # load the new value and write it through (one origin read per write)
+
+
 @dataclass(frozen=True)
 class CommonParams:
     """Parameters of every strategy."""
 
     jitter: float = 0.0  # each TTL drawn uniformly from ttl * (1 +- jitter)
+    on_write: OnWrite = OnWrite.DELETE
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.jitter < 1.0:

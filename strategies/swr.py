@@ -9,15 +9,16 @@ A cold miss (nothing at all, or past the hard TTL) falls back to lock-dc: fill o
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from strategies import envelope
+from strategies import envelope, version
 from strategies.base import Deps, Job, LockStoreDown, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.lock import prime_under_lock
 from strategies.locking import lock_key
-from strategies.params import LockErrorPolicy, LockParams, Ttl
+from strategies.params import LockErrorPolicy, LockParams, OnWrite, Ttl
 from strategies.registry import register
 
 
@@ -42,12 +43,15 @@ class StaleWhileRevalidate:
         self._hard_factor = params.hard_factor
         self._open = params.on_lock_error is LockErrorPolicy.OPEN
         self.flight = SingleFlight(deps, params, double_check=True)
+        self._update = params.on_write is OnWrite.UPDATE
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         raw = self._deps.cache.get(key)
         if raw is None:
-            return self.flight.run(key, probe, lambda: self._fresh(key), lambda p: self._fill(key, p))
+            return self.flight.run(key, probe, lambda: self._fresh(key, probe),
+                                   lambda p: self._fill(key, p))
         value = envelope.unpack(raw)
+        version.served(probe, value.payload)
         late_us = -value.left_us(envelope.now_us())
         if late_us < 0:
             return Outcome.HIT
@@ -85,18 +89,40 @@ class StaleWhileRevalidate:
             if not token:
                 self._fill(key, probe)
                 return Outcome.FILLED
-            return self.flight.fill_locked(key, token, probe, lambda: self._fresh(key),
+            return self.flight.fill_locked(key, token, probe, lambda: self._fresh(key, probe),
                                            lambda q: self._fill(key, q))
 
         return refresh
 
-    def _fresh(self, key: str) -> bool:
+    def _fresh(self, key: str, probe: Probe) -> bool:
+        """Is a fresh value in the cache? If so, it is what this request serves."""
         raw = self._deps.cache.get(key)
-        return raw is not None and envelope.unpack(raw).left_us(envelope.now_us()) > 0
+        if raw is None:
+            return False
+        value = envelope.unpack(raw)
+        if value.left_us(envelope.now_us()) <= 0:
+            return False
+        version.served(probe, value.payload)
+        return True
 
     def _fill(self, key: str, probe: Probe) -> None:
         payload = self._deps.loader.load(key, probe)
+        version.served(probe, payload)
+        sent = time.time_ns()
         self._store(key, payload, self._ttl.draw().at_ms(), self._ttl.base_ms)
+        version.stored(probe, payload, sent)
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        """Remove the envelope (the next reader fills it fresh under the lock: nobody is served
+        the old value as ``stale``), or write the new one through."""
+        if self._update:
+            self._fill(key, probe)
+        else:
+            self._deps.cache.delete(key)
+
+    def cached_version(self, key: str) -> int | None:
+        raw = self._deps.cache.get(key)
+        return None if raw is None else version.version_of(envelope.unpack(raw).payload)
 
     def _store(self, key: str, payload: bytes, soft_at_ms: int, soft_ms: int) -> None:
         hard_at_ms = soft_at_ms + round(soft_ms * (self._hard_factor - 1.0))

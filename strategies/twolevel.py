@@ -16,9 +16,10 @@ from typing import ClassVar
 
 import redis
 
+from strategies import version
 from strategies.base import Deps, Outcome, Probe, StrategyError
 from strategies.lock import Lock
-from strategies.params import LockParams
+from strategies.params import Expiry, LockParams
 from strategies.registry import register
 
 CHANNEL = "stampede:invalidate"
@@ -82,26 +83,40 @@ class TwoLevel(Lock):
         entry = self.local.get(key)
         if entry is not None and entry[0] > time.monotonic():
             probe.local_hit = 1
+            version.served(probe, entry[1])
             return Outcome.HIT
         generation = self._invalidations.generation
         value = self._deps.cache.get(key)
         if value is None:
             return self.fill_or_wait(key, probe)
+        version.served(probe, value)  # type: ignore[arg-type]
         if generation == self._invalidations.generation:
             self.local[key] = (time.monotonic() + self._local_ttl_s, bytes(value))  # type: ignore[arg-type]
         return Outcome.HIT
 
-    def write(self, key: str, value: bytes, px: int | None, pxat: int | None = None) -> None:
+    def write(self, key: str, value: bytes, expiry: Expiry, probe: Probe) -> None:
         """Rewrite a value in Redis and tell every process to drop its local copy."""
         pipe = self._deps.cache.pipeline(transaction=False)
-        pipe.set(key, value, px=px, pxat=pxat)
+        pipe.set(key, value, px=expiry.px, pxat=expiry.pxat)
+        pipe.publish(CHANNEL, key)
+        sent = time.time_ns()
+        pipe.execute()
+        version.stored(probe, value, sent)
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        """Delete (or write through) in Redis and publish: every process drops its local copy."""
+        if self._update:
+            self._fill(key, probe)
+            return
+        pipe = self._deps.cache.pipeline(transaction=False)
+        pipe.delete(key)
         pipe.publish(CHANNEL, key)
         pipe.execute()
 
     def _fill(self, key: str, probe: Probe) -> None:
         value = self._deps.loader.load(key, probe)
-        expiry = self._ttl.draw()
-        self.write(key, value, expiry.px, expiry.pxat)
+        version.served(probe, value)
+        self.write(key, value, self._ttl.draw(), probe)
 
     def close(self) -> None:
         self._invalidations.close()

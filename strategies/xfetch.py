@@ -17,12 +17,12 @@ import time
 from dataclasses import dataclass
 from typing import ClassVar
 
-from strategies import envelope
+from strategies import envelope, version
 from strategies.base import Deps, LockStoreDown, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.lock import prime_under_lock
 from strategies.locking import lock_key
-from strategies.params import CommonParams, LockErrorPolicy, LockParams, Ttl
+from strategies.params import CommonParams, LockErrorPolicy, LockParams, OnWrite, Ttl
 from strategies.registry import register
 
 
@@ -72,12 +72,14 @@ class XFetch:
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self._beta = params.beta
         self._origin_only = params.delta is DeltaMode.ORIGIN
+        self._update = params.on_write is OnWrite.UPDATE
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         raw = self._deps.cache.get(key)
         if raw is None:
             return self.miss(key, probe)
         value = envelope.unpack(raw)
+        version.served(probe, value.payload)
         if should_recompute(time.time(), value.expiry_us / 1e6, value.delta_s, self._beta, draw()):
             return self.early(key, probe, value)
         return Outcome.HIT
@@ -95,11 +97,25 @@ class XFetch:
         """Recompute, measure delta, write the value with its expiry and delta."""
         started, origin_before = time.perf_counter_ns(), probe.origin_ns
         payload = self._deps.loader.load(key, probe)
+        version.served(probe, payload)
         delta_ns = (probe.origin_ns - origin_before if self._origin_only
                     else time.perf_counter_ns() - started)
         expiry = self._ttl.draw()
         packed = envelope.pack(payload, expiry.at_ms() * 1000, delta_ns / 1e9)
+        sent = time.time_ns()
         self._deps.cache.set(key, packed, px=expiry.px, pxat=expiry.pxat)
+        version.stored(probe, payload, sent)
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        """Remove the envelope, or recompute it now (a fresh delta, a fresh expiry)."""
+        if self._update:
+            self.fill(key, probe)
+        else:
+            self._deps.cache.delete(key)
+
+    def cached_version(self, key: str) -> int | None:
+        raw = self._deps.cache.get(key)
+        return None if raw is None else version.version_of(envelope.unpack(raw).payload)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         """Store ``value`` with a delta measured by one real recompute, so the first expiry
@@ -125,8 +141,15 @@ class XFetchLock(XFetch):
         self._open = params.on_lock_error is LockErrorPolicy.OPEN
 
     def miss(self, key: str, probe: Probe) -> Outcome:
-        return self.flight.run(key, probe, lambda: self._deps.cache.get(key) is not None,
+        return self.flight.run(key, probe, lambda: self._present(key, probe),
                                lambda p: self.fill(key, p))
+
+    def _present(self, key: str, probe: Probe) -> bool:
+        raw = self._deps.cache.get(key)
+        if raw is None:
+            return False
+        version.served(probe, envelope.unpack(raw).payload)
+        return True
 
     def early(self, key: str, probe: Probe, current: envelope.Envelope) -> Outcome:
         try:
@@ -138,14 +161,22 @@ class XFetchLock(XFetch):
         if token is None:
             return Outcome.HIT  # another reader recomputes; this one serves the fresh value
         probe.refresh_of_ns = current.expiry_us * 1000
-        outcome = self.flight.fill_locked(key, token, probe, lambda: self._renewed(key, current),
+        outcome = self.flight.fill_locked(key, token, probe,
+                                          lambda: self._renewed(key, current, probe),
                                           lambda p: self.fill(key, p))
         return Outcome.HIT if outcome is Outcome.WAITED else outcome  # renewed meanwhile
 
-    def _renewed(self, key: str, current: envelope.Envelope) -> bool:
-        """Has someone recomputed since this reader looked? (double check for early refresh)"""
+    def _renewed(self, key: str, current: envelope.Envelope, probe: Probe) -> bool:
+        """Has someone recomputed since this reader looked? (double check for early refresh)
+        If so, this reader serves the renewed value."""
         raw = self._deps.cache.get(key)
-        return raw is not None and envelope.unpack(raw).expiry_us != current.expiry_us
+        if raw is None:
+            return False
+        value = envelope.unpack(raw)
+        if value.expiry_us == current.expiry_us:
+            return False
+        version.served(probe, value.payload)
+        return True
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         prime_under_lock(self.flight, key, lambda: super(XFetchLock, self).prime(

@@ -8,10 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from strategies import Outcome, Probe
+from strategies.version import stamp
 
 
 class SleepLoader:
-    """Simulates the origin's cost (the thing under test is the cache logic on real Redis)."""
+    """Simulates the origin's cost (the thing under test is the cache logic on real Redis).
+    Its n-th load is version n of the value."""
 
     def __init__(self, sleep_s: float = 0.02) -> None:
         self.sleep_s = sleep_s
@@ -27,7 +29,7 @@ class SleepLoader:
             n = self.calls
         probe.origin_ns += time.perf_counter_ns() - started
         probe.origin_calls += 1
-        return f"{key}:{n}".encode()
+        return stamp(n, f"{key}:{n}".encode())
 
 
 def herd(fetch: Callable[[Probe], Outcome], threads: int = 50) -> list[tuple[Outcome, Probe]]:
@@ -81,6 +83,35 @@ def two_level_reader(url: str, key: str, out: Any) -> None:
         probe = Probe()
         strategy.fetch(key, probe)
         out.put(("dropped", dropped_at, probe.local_hit, strategy.local[key][1]))
+    finally:
+        strategy.close()
+        cache.close()
+
+
+def two_level_rows(url: str, key: str, out: Any, seconds: float) -> None:
+    """Child process: read ``key`` through two-level for ``seconds`` (after saying it is ready),
+    every read a row of the real recorder; the rows go back encoded."""
+    import redis
+
+    from results import transport
+    from strategies import Deps
+    from strategies.twolevel import TwoLevel, TwoLevelParams
+    from worker.recorder import Recorder
+
+    cache = redis.Redis.from_url(url)
+    strategy = TwoLevel(Deps(cache, cache, SleepLoader(0.001), 60_000),
+                        TwoLevelParams(local_ttl_ms=60_000))
+    rows = Recorder(0, [key])
+    try:
+        strategy.fetch(key, Probe())
+        out.put("ready")
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            probe, t0 = Probe(), time.time_ns()
+            outcome = strategy.fetch(key, probe)
+            rows.add(0, t0, time.time_ns() - t0, outcome, probe, None)
+            time.sleep(0.0005)
+        out.put(transport.encode(rows.to_batch()))
     finally:
         strategy.close()
         cache.close()

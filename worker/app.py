@@ -9,8 +9,10 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import celeryd_after_setup
 
 from model.wire import CELERY_SETTINGS
+from worker import metrics
 
 
 def make_app(broker_url: str) -> Celery:
@@ -22,3 +24,9 @@ def make_app(broker_url: str) -> Celery:
 
 app = make_app(os.environ.get("STAMPEDE_BROKER_URL", "redis://127.0.0.1:6379/0"))
 app.conf.imports = ["worker.tasks"]
+
+
+@celeryd_after_setup.connect  # type: ignore[untyped-decorator]
+def _serve_metrics(sender: str, **_: object) -> None:
+    """``STAMPEDE_METRICS_PORT`` set: serve this worker's metrics, labelled with its node name."""
+    metrics.serve_from_env(sender)

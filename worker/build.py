@@ -14,14 +14,14 @@ from psycopg_pool import ConnectionPool
 from model.origin import EndpointLoader, OriginShape, ValueShaper
 from model.wire import TrialSpec
 from model.workload import Workload
-from results.schema import INVALIDATE_OP, REFRESH_OP
+from results.schema import REFRESH_OP, WRITE_OP
 from strategies import Background, Deps, ExpiryGrid, Strategy
-from worker.loop import LoopContext, Tables, closed_loop, open_loop, writer_loop
+from worker.loop import LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
 from worker.recorder import Recorder
 from worker.schedule import Arrivals, Stages, segments
 
 Loop = Callable[[LoopContext, Recorder, threading.Event, threading.Event], None]
-WRITER_CLIENT = -1  # client number of the invalidation writer's rows
+WRITER_CLIENT = -1  # client number of the origin writer's rows
 
 
 @dataclass
@@ -64,14 +64,15 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
                       think_s=workload.think_ms / 1000, arrivals=arrivals,
                       drop_ns=round(workload.drop_ms * 1e6),
                       start_ns=spec.start_ns + offset)
-    ops = [*workload.names, INVALIDATE_OP, REFRESH_OP]
+    ops = [*workload.names, WRITE_OP, REFRESH_OP]
     writer = None
     if workload.invalidate_rate > 0 and spec.worker_index == 0:
-        writes = [loader.write for loader in loaders]
+        writers = [Writer(loader.write, s.on_write, loader.confirm)
+                   for loader, s in zip(loaders, built, strict=True)]
 
         def writer(rec: Recorder, gate: threading.Event, stop: threading.Event) -> None:
-            writer_loop(ctx, rec, gate, stop, workload.invalidate_rate, writes, cache.delete,
-                        ops.index(INVALIDATE_OP))
+            writer_loop(ctx, rec, gate, stop, workload.invalidate_rate, writers,
+                        ops.index(WRITE_OP), workload.seed * 104_729 + spec.trial)
 
     loop: Loop = open_loop if workload.open_loop else closed_loop
     return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built)

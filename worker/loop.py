@@ -14,7 +14,9 @@ import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
+from model.origin import Committed
 from model.workload import Workload
 from results.schema import DROPPED
 from strategies import Loader, Outcome, Probe
@@ -22,6 +24,17 @@ from worker.recorder import Recorder
 from worker.schedule import MASK, Arrivals, Stages, key_table, uniform_table, weighted_table
 
 Fetch = Callable[[str, Probe], Outcome]
+
+
+class Writer(NamedTuple):
+    """One endpoint's write path: the origin change, the strategy's cache step, then the
+    origin's record of the commit re-dated to after it (for the servers' own check)."""
+
+    origin: Callable[[str], Committed]
+    cache: Callable[[str, Probe], None]
+    confirm: Callable[[str, int], None]
+
+
 SPREAD = 40503  # start offset per client in the tables, so clients do not walk in step
 
 
@@ -159,16 +172,20 @@ def _dropped(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, intended: in
 
 
 def writer_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event, stop: threading.Event,
-                rate: float, writes: Sequence[Callable[[str], None]],
-                invalidate: Callable[[str], object], op: int) -> None:
-    """Write-driven invalidation: at ``rate`` per second change an origin row, delete its key.
+                rate: float, writers: Sequence[Writer], op: int, seed: int = 1) -> None:
+    """Origin writes at ``rate`` per second, each followed by the strategy's own ``on_write``.
 
-    Rows carry ``op`` (the "invalidate" op): outcome ``filled`` when the write and the delete
-    both succeeded, ``error`` with its type otherwise. They make no origin read calls.
+    Writes arrive as a Poisson process (exponential gaps, seeded), as independent updates do:
+    at a fixed period a write could never land during the fill its predecessor caused, and the
+    stale-set race would be hidden by the schedule.
+
+    A row per write (op ``write``): outcome ``filled`` when the commit and the cache step both
+    succeeded, ``error`` with its type otherwise; its version and commit instant when the
+    commit happened, and whatever the cache step loaded or stored (``on_write=update``).
     """
     tables = ctx.tables
     probe = Probe()
-    period_ns = round(1e9 / rate)
+    gaps = random.Random(seed)
     if not wait_for_start(ctx, gate, stop):
         return
     intended = time.time_ns()
@@ -181,15 +198,26 @@ def writer_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event, stop: th
         j = (k * SPREAD) & MASK
         ep = tables.endpoint[j]
         code = tables.key_codes[ep][j]
-        t_start, t0, error = time.time_ns(), time.perf_counter_ns(), None
-        try:
-            writes[ep](tables.keys[code])
-            invalidate(tables.keys[code])
-            outcome = Outcome.FILLED
-        except Exception as exc:  # noqa: BLE001 - recorded as an error row
-            outcome, error = Outcome.ERROR, f"{type(exc).__name__}: {exc}"[:200]
         probe.reset()
+        t_start, t0 = time.time_ns(), time.perf_counter_ns()
+        outcome, error, commit_ns = _write(writers[ep], tables.keys[code], probe)
         latency = time.perf_counter_ns() - t0 + (t_start - intended)
         rec.add(code, t_start, latency, outcome, probe, error, intended, op,
-                ctx.stages.at(intended), False)
-        intended += period_ns
+                ctx.stages.at(intended), False, commit_ns)
+        intended += round(gaps.expovariate(rate) * 1e9)
+
+
+def _write(writer: Writer, key: str, probe: Probe) -> tuple[Outcome, str | None, int]:
+    """Commit one origin write, then the cache step; the row's version is the committed one."""
+    commit_ns = 0
+    try:
+        committed = writer.origin(key)
+        commit_ns = committed.commit_ns
+        writer.cache(key, probe)
+        probe.version_served = committed.version
+        writer.confirm(key, committed.version)
+        return Outcome.FILLED, None, commit_ns
+    except Exception as exc:  # noqa: BLE001 - recorded as an error row
+        if commit_ns:  # committed, then the cache step failed: the row still says what committed
+            probe.version_served = committed.version
+        return Outcome.ERROR, f"{type(exc).__name__}: {exc}"[:200], commit_ns

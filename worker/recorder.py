@@ -12,7 +12,8 @@ from results.schema import OUTCOMES, WIRE_SCHEMA
 from strategies import Outcome, Probe
 
 _INT64 = ("t_start_ns", "latency_ns", "origin_start_ns", "origin_ns", "pool_wait_ns",
-          "lock_wait_ns", "stale_age_ns", "refresh_of_ns")
+          "lock_wait_ns", "stale_age_ns", "refresh_of_ns", "version_served", "version_set",
+          "set_ns", "commit_ns")
 
 
 class Recorder:
@@ -39,6 +40,10 @@ class Recorder:
         self.lock_wait_ns = array("q")
         self.stale_age_ns = array("q")
         self.refresh_of_ns = array("q")
+        self.version_served = array("q")
+        self.version_set = array("q")
+        self.set_ns = array("q")
+        self.commit_ns = array("q")
         self.key_codes = array("i")
         self.outcome = array("b")
         self.origin_called = array("b")
@@ -53,8 +58,9 @@ class Recorder:
 
     def add(self, key_code: int, t_start_ns: int, latency_ns: int, outcome: Outcome,
             probe: Probe, error: str | None, t_intended_ns: int = -1, op: int = 0,
-            stage: int = 0, bypass: bool = False) -> None:
-        """One request; ``t_intended_ns`` -1 means "as started" (closed loop)."""
+            stage: int = 0, bypass: bool = False, commit_ns: int = 0) -> None:
+        """One request; ``t_intended_ns`` -1 means "as started" (closed loop); ``commit_ns``:
+        a write row's commit instant."""
         self.key_codes.append(key_code)
         self.t_intended_ns.append(t_start_ns if t_intended_ns < 0 else t_intended_ns)
         self.op_codes.append(op)
@@ -71,6 +77,10 @@ class Recorder:
         self.lock_wait_ns.append(probe.lock_wait_ns)
         self.stale_age_ns.append(probe.stale_age_ns)
         self.refresh_of_ns.append(probe.refresh_of_ns)
+        self.version_served.append(probe.version_served)
+        self.version_set.append(probe.version_set)
+        self.set_ns.append(probe.set_ns)
+        self.commit_ns.append(commit_ns)
         self.origin_calls += probe.origin_calls
         if error is None:
             self.error_code.append(-1)

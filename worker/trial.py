@@ -20,6 +20,7 @@ from results import transport
 from results.schema import REFRESH_OP
 from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
+from worker import metrics
 from worker.build import WRITER_CLIENT, Built, build
 from worker.recorder import Recorder
 from worker.selfcheck import GeneratorLoad, GeneratorMonitor
@@ -102,9 +103,11 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialR
         try:
             built = build(spec, cache, locks, pool, background)
             refreshes.bind(built, -(spec.worker_index + 2))
+            metrics.COLLECTOR.watch(spec, built.ops, refreshes.recorders, pool)
             group, late_ns, load = _run_clients(spec, built, progress)
         finally:
             background.close()
+            metrics.COLLECTOR.finish(spec)
     finally:
         pool.close()
         cache.close()
@@ -132,6 +135,7 @@ def _run_clients(spec: TrialSpec, built: Built,
     monitor = GeneratorMonitor()
     try:
         group = ClientGroup(spec, built)
+        metrics.COLLECTOR.watch(spec, built.ops, group.recorders)
         try:
             target = _open_gate(spec, group)
             monitor.start()

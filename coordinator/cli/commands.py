@@ -14,7 +14,7 @@ import click
 
 from coordinator import defaults
 from coordinator.cli.launch import RunFailed, launch
-from coordinator.cli.options import fault_list, service_options, strategy_list
+from coordinator.cli.options import fault_list, observe_options, service_options, strategy_list
 from coordinator.cli.rerun import rerun
 from coordinator.cli.workload_options import workload_options
 from coordinator.plan import ExpiryMode
@@ -68,6 +68,7 @@ def cli() -> None:
               help="drift: each value lives one TTL after its fill (experiment 000); aligned: every "
                    "value expires at the next TTL boundary of the trial's clock (synchronized).")
 @workload_options
+@observe_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""

@@ -24,6 +24,8 @@ from coordinator.dispatch import DispatchError, client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
 from coordinator.manifest import mask_argv
+from coordinator.observe.session import ObserveOptions, Observer
+from coordinator.observe.session import check as observe_check
 from coordinator.origin.seed import OriginNotReady
 from coordinator.plan import ExpiryMode, PlanError
 from coordinator.probe import Unreachable, probe
@@ -142,10 +144,13 @@ def check_reachable(services: Services | None) -> None:
 
 
 def launch(options: dict[str, Any]) -> Path:
-    return execute(config_from(options), quiet=bool(options.get("quiet")))
+    config = config_from(options)
+    watch = observe_check(bool(options.get("observe")), options.get("metrics_port"),
+                          config.workers, config.embedded)
+    return execute(config, quiet=bool(options.get("quiet")), observe=watch)
 
 
-def execute(config: LaunchConfig, quiet: bool = False) -> Path:
+def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None) -> Path:
     """Run ``config`` into its run directory, print the summary table; return the directory."""
     check_reachable(config.services)
     console = Console(quiet=quiet)
@@ -153,14 +158,18 @@ def execute(config: LaunchConfig, quiet: bool = False) -> Path:
     console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
                 f"repeats, {config.workers} workers, {config.clients} clients, ttl {config.ttl_s:g} s,"
                 f" {config.seconds:g} s per trial -> {writer.root}")
+    observer = Observer(observe or ObserveOptions(), writer.root, console.say)
     try:
         with contextlib.ExitStack() as stack:
-            services, hooks = config.services, None
+            services, hooks, watched = config.services, None, None
             if services is None:
-                embedded = stack.enter_context(EmbeddedStack(config.workers, say=console.say))
+                embedded = stack.enter_context(EmbeddedStack(
+                    config.workers, say=console.say, metrics_ports=observer.worker_ports(config.workers)))
                 services = embedded.services
+                watched = embedded
                 if config.faults:
                     hooks = Injector(embedded, config.faults, config.seconds, console.say)
+            stack.enter_context(observer.running(services, watched))
             app = client_app(services.broker_url)
             stack.callback(app.close)
             run_experiment(config, services, app, writer, console, hooks)

@@ -10,7 +10,7 @@ import click
 
 import strategies
 from coordinator import faults
-from model.services import ENV
+from model.services import ENV, METRICS_PORT_ENV
 from strategies import StrategySpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -84,3 +84,15 @@ def service_options(func: F) -> F:
         func = click.option(flag, name, envvar=ENV[name], callback=_check_url, default=None,
                             help=f"{helps[name]} [env {ENV[name]}]; none given: embedded stack.")(func)
     return func
+
+
+def observe_options(func: F) -> F:
+    """``--observe`` (a Prometheus for the embedded stack) and ``--metrics-port`` (docs/observe.md)."""
+    func = click.option(
+        "--metrics-port", type=click.IntRange(1, 65535), envvar=METRICS_PORT_ENV, default=None,
+        help=f"Serve Prometheus metrics: the coordinator on PORT, embedded workers on the next ports "
+             f"[env {METRICS_PORT_ENV}; default: off, or free ports with --observe].")(func)
+    return click.option(
+        "--observe", is_flag=True,
+        help="Start the system's prometheus on loopback scraping every worker, the coordinator and "
+             "the exporters each second; data in RUN_DIR/prometheus (embedded stack only).")(func)

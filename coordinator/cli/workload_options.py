@@ -43,6 +43,13 @@ PRESETS: dict[str, dict[str, Any]] = {
         "ttl_s": 2.0, "seconds": 8.0, "strategies": "naive,lock-dc,two-level", "scale": 200_000,
         "think_ms": 1.0,  # local hits never release the GIL: without a pause they starve the filler
     },
+    # Consistency under writes: one hot key on a slow-ish origin (15 ms), written 8 times a second
+    # at random instants; each write lands on a fill in flight now and then (the stale-set race).
+    "stale-sets": {
+        "keys": "hot", "clients": 16, "workers": 2, "ttl_s": 5.0, "seconds": 31.0,
+        "invalidate_rate": 8.0, "origin_target_ms": 15.0, "think_ms": 1.0,  # as two-level's
+        "strategies": "naive,lock-dc,lease,swr,two-level", "scale": 500_000,
+    },
 }
 
 
@@ -86,7 +93,9 @@ def workload_options(func: F) -> F:
         click.option("--compress/--no-compress", default=False, show_default=True,
                      help="zlib-compress each cached value."),
         click.option("--invalidate-rate", type=click.FloatRange(0, 10_000), default=0.0,
-                     show_default=True, help="Writes/s that update an origin row and delete its key."),
+                     show_default=True,
+                     help="Writes/s (Poisson arrivals) that change an origin row; each strategy "
+                          "then deletes or updates its key (its on_write parameter)."),
     ]
     for option in reversed(options):
         func = option(func)

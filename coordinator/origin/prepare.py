@@ -20,6 +20,7 @@ PRODUCT_QUERIES = (Query.PRODUCT, Query.RANKING)
 def prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
     """Seed (when asked) and calibrate the origin query; its median is printed and recorded."""
     dsn = services.origin_dsn
+    seed.prepare_versions(dsn)
     if Query.ORDERS not in {ep.query for ep in config.workload.endpoints}:  # e.g. the shop mix
         return {"span_s": 3600.0, **endpoint_origin(config, dsn, 3600.0, console)}
     if not config.seed:

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import psycopg
 
-from model.origin import CATEGORIES, DATA_DAYS, DATA_START
+from model.origin import CATEGORIES, DATA_DAYS, DATA_START, ensure_versions
 
 
 class OriginNotReady(RuntimeError):
     """The origin database has no ``orders`` table to measure (and seeding was not asked)."""
+
+
+def prepare_versions(dsn: str) -> None:
+    """Every read joins ``key_writes``: make sure it exists in an origin seeded elsewhere."""
+    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+        ensure_versions(conn)
 
 
 def require_orders(dsn: str) -> None:
@@ -27,6 +33,7 @@ def require_orders(dsn: str) -> None:
 def seed_orders(dsn: str, rows: int) -> None:
     """Create ``orders`` with ``rows`` random orders over one year and an index on the time."""
     with psycopg.connect(dsn, autocommit=True) as conn:
+        ensure_versions(conn)
         conn.execute("DROP TABLE IF EXISTS orders")
         conn.execute(
             "CREATE TABLE orders (id bigserial PRIMARY KEY, customer_id int NOT NULL,"
@@ -50,6 +57,7 @@ def seed_products(dsn: str, rows: int) -> None:
     category by sales) must scan every row, which is what made it heavy in 003.
     """
     with psycopg.connect(dsn, autocommit=True) as conn:
+        ensure_versions(conn)
         conn.execute("DROP TABLE IF EXISTS products")
         conn.execute(
             "CREATE TABLE products (id bigint PRIMARY KEY, category_id int NOT NULL,"

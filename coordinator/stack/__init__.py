@@ -27,8 +27,9 @@ class EmbeddedStack:
     """``with EmbeddedStack(workers=8) as stack: stack.services ...``"""
 
     def __init__(self, workers: int, say: Callable[[str], None] = lambda _: None,
-                 keep_workdir: bool = False) -> None:
+                 keep_workdir: bool = False, metrics_ports: list[int] | None = None) -> None:
         self.worker_count = workers
+        self.metrics_ports = metrics_ports  # one per worker: STAMPEDE_METRICS_PORT (None: off)
         self._say = say
         self._keep = keep_workdir
         self.processes: list[ManagedProcess] = []
@@ -66,7 +67,8 @@ class EmbeddedStack:
         self.processes.append(proc)
         self._say(f"postgres: {dsn}")
         self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn)
-        self.processes += start_workers(self.worker_count, self._services, self.workdir)
+        self.processes += start_workers(self.worker_count, self._services, self.workdir,
+                                        self.metrics_ports)
         self._say(f"celery: {self.worker_count} worker processes starting")
         self._say("stack pids: " + " ".join(f"{p.name}={p.pid}" for p in self.processes))
         self._say(f"stack: work area {self.workdir}")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from coordinator.stack.processes import ManagedProcess
-from model.services import Services
+from model.services import METRICS_ADDR_ENV, METRICS_PORT_ENV, Services
 
 LOCAL_HOST = "stampede-local"
 
@@ -21,12 +21,19 @@ def worker_argv(name: str) -> list[str]:
     ]
 
 
-def start_workers(count: int, services: Services, workdir: Path) -> list[ManagedProcess]:
-    """Start ``count`` workers named ``w1@stampede-local`` ...; readiness is checked by ping."""
-    env = {**os.environ, **services.to_env(), "PYTHONUNBUFFERED": "1"}
+def start_workers(count: int, services: Services, workdir: Path,
+                  metrics_ports: list[int] | None = None) -> list[ManagedProcess]:
+    """Start ``count`` workers named ``w1@stampede-local`` ...; readiness is checked by ping.
+
+    Metrics are off unless ``metrics_ports`` gives each worker its port (an inherited
+    ``STAMPEDE_METRICS_PORT`` would make every worker claim the same one)."""
+    base = {**os.environ, **services.to_env(), "PYTHONUNBUFFERED": "1"}
+    base.pop(METRICS_PORT_ENV, None)
     procs = []
     for i in range(1, count + 1):
         name = f"w{i}@{LOCAL_HOST}"
+        env = base if metrics_ports is None else {
+            **base, METRICS_PORT_ENV: str(metrics_ports[i - 1]), METRICS_ADDR_ENV: "127.0.0.1"}
         # SIGQUIT is Celery's cold shutdown: the embedded stack stops between trials only.
         procs.append(ManagedProcess(name, worker_argv(name), workdir / f"worker-{i}.log",
                                     env=env, stop_signal=signal.SIGQUIT,

@@ -113,3 +113,18 @@ def test_report_draws_the_observed_expiries(aligned_run: Path) -> None:
         drawn = [(e["event_ns"] - starts[timeline.trial]) / 1e9 for e in mine]
         assert timeline.expiries_s == pytest.approx([d for d in drawn if 0 <= d < seconds])
         assert timeline.expiries_s, timeline  # every trial had expiries to draw
+
+
+def test_stale_sets_lease_refuses_what_naive_and_lock_dc_write(tmp_path: Path) -> None:
+    # ~56 writes per trial on a 15 ms origin: naive's herd and lock-dc's single fill are each
+    # caught by a write now and then (measured at full length: 432 and 46 stale sets per ~200
+    # writes), lease's cancelled lease refuses every such set.
+    trials = by_strategy(launch(tmp_path / "stale", "--preset", "stale-sets", "--seconds", "8",
+                                "--ttl", "2", "--strategies", "naive,lock-dc,lease",
+                                "--scale", "100000"))
+    for trial in trials.values():
+        assert trial["db_calls_match"] and trial["writes"] >= 20, trial
+        assert trial["stale_after_write"] > 0, trial  # a read between a commit and its delete, at least
+    lease = trials["lease"]
+    assert lease["stale_sets"] == 0 and lease["end_stale_sets"] == 0, lease
+    assert trials["naive"]["stale_sets"] + trials["lock-dc"]["stale_sets"] > 0, trials

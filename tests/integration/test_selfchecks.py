@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 import pytest
 
 from coordinator.origin import counters
-from model.origin import ORIGIN_MARK, ORIGIN_SQL, window_for
+from model.origin import ORIGIN_MARK, ORIGIN_SQL, versioned, window_for
 from model.services import Services
 from model.wire import TrialSpec
 from results import checks, metrics, table, transport
@@ -89,7 +89,7 @@ def test_extra_origin_query_in_the_window_is_reported_as_a_mismatch(
     def intruder() -> None:  # someone else's query on the origin during the trial window
         time.sleep(0.5)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(ORIGIN_SQL, window_for("orders:0", SPAN_S)).fetchone()
+            conn.execute(versioned(ORIGIN_SQL), ("orders:0", *window_for("orders:0", SPAN_S))).fetchone()
 
     thread = threading.Thread(target=intruder)
     thread.start()

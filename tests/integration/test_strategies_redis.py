@@ -14,6 +14,7 @@ from strategies import Deps, LockStoreDown, Outcome, Probe
 from strategies.background import BackgroundWorker
 from strategies.lease import Lease
 from strategies.locking import OwnedLock
+from strategies.version import stamp
 from tests.strategy_helpers import SleepLoader, herd
 
 KEY = "orders:0"
@@ -84,12 +85,12 @@ def test_lease_set_after_invalidation_is_rejected(cache: redis.Redis, locks: red
     assert token is not None
     assert lease.lease(KEY) is None  # one lease per key per interval
     lease.invalidate(KEY)
-    assert not lease.set_with_lease(KEY, token, b"computed before the invalidation")
+    assert not lease.set_with_lease(KEY, token, stamp(1, b"computed before the invalidation"))
     assert cache.get(KEY) is None
     fresh = lease.lease(KEY)
     assert fresh is not None
-    assert lease.set_with_lease(KEY, fresh, b"new")
-    assert cache.get(KEY) == b"new"
+    assert lease.set_with_lease(KEY, fresh, stamp(2, b"new"))
+    assert cache.get(KEY) == stamp(2, b"new")
 
 
 def test_dead_lease_holder_frees_the_key_after_the_interval(cache: redis.Redis,
@@ -111,7 +112,7 @@ def test_swr_readers_never_wait_for_the_origin(cache: redis.Redis, locks: redis.
         (outcome, probe)))
     ttl_ms, hard_factor = 1000, 3.0
     strategy = build(f"swr:hard_factor={hard_factor:g}", cache, locks, loader, ttl_ms, background)
-    strategy.prime(KEY, b"primed", int(time.time() * 1000) - 50)  # soft-expired 50 ms ago
+    strategy.prime(KEY, stamp(0, b"primed"), int(time.time() * 1000) - 50)  # soft-expired 50 ms ago
     try:
         results = herd(lambda probe: strategy.fetch(KEY, probe), threads=30)
     finally:

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from coordinator.cli.commands import cli
-from model.services import ENV
+from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV
 from tests.helpers import ROOT
 from tests.kustomize_lite import load_docs, render
 
@@ -178,7 +178,7 @@ def test_commands_options_modules_and_variables_exist() -> None:
                 pytest.fail(f"{where}: {argv}: {exc!r}")
             checked += 1
         env = _env_names(container)
-        stampede = {n for n in env if n.startswith("STAMPEDE_")}
+        stampede = {n for n in env if n.startswith("STAMPEDE_")} - {METRICS_PORT_ENV, METRICS_ADDR_ENV}
         assert stampede <= set(ENV.values()), f"{where}: unknown {stampede - set(ENV.values())}"
         uses_ours = any(a[0] in ("celery", "coordinator") for a in _argvs(container))
         if uses_ours and where != "Pod/runs-reader":
