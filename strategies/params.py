@@ -1,4 +1,5 @@
-"""Parameters every strategy shares, handled once: TTL jitter, waiting, lock-store policy.
+"""Parameters every strategy shares, handled once: TTL jitter, waiting, lock-store and cache-error
+policies.
 
 A strategy's ``Params`` subclasses one of these dataclasses, so ``jitter=0.2`` or
 ``on_lock_error=closed`` means the same thing everywhere and is recorded with the trial.
@@ -27,6 +28,14 @@ class LockErrorPolicy(enum.StrEnum):
     CLOSED = "closed"  # fail the request (an error row of type LockStoreDown)
 
 
+class CacheErrorPolicy(enum.StrEnum):
+    """What a request does when the cache itself fails (refused, timed out, reset)."""
+
+    FAIL = "fail"  # the request is an error row with the cache client's error type
+    ORIGIN = "origin"  # answer from the origin, through the same loader and pool (production's
+    # usual fallback: the database takes the whole load while the cache is gone)
+
+
 class OnWrite(enum.StrEnum):
     """What a strategy does to the cache after the origin row behind a key changed."""
 
@@ -40,6 +49,7 @@ class CommonParams:
 
     jitter: float = 0.0  # each TTL drawn uniformly from ttl * (1 +- jitter)
     on_write: OnWrite = OnWrite.DELETE
+    on_cache_error: CacheErrorPolicy = CacheErrorPolicy.FAIL  # applied by strategies.fallback
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.jitter < 1.0:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, TypeVar
 
+from strategies import fallback
 from strategies.base import Deps, Strategy
 
 
@@ -55,8 +56,9 @@ class StrategySpec:
         return self.name + ":" + ",".join(f"{k}={_fmt(v)}" for k, v in sorted(changed.items()))
 
     def build(self, deps: Deps) -> Strategy:
+        """The strategy, wrapped by its ``on_cache_error`` policy (strategies.fallback)."""
         cls = _REGISTRY[self.name]
-        return cls(deps, cls.Params(**self.params))
+        return fallback.build(cls, deps, cls.Params(**self.params))
 
 
 def parse(text: str) -> StrategySpec:
