@@ -26,6 +26,7 @@ lint: setup
 
 # Headless Chromium renders the HTML report in a test (skipped, with the reason, without it);
 # Prometheus and its exporters run the --observe test (tests/e2e/test_observe.py).
+# nftables drops a link's packets in the namespace lab (tests/e2e/test_netfaults.py).
 test-deps:
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
@@ -34,6 +35,9 @@ test-deps:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
 			prometheus-redis-exporter prometheus-postgres-exporter >/dev/null) || \
 		echo "prometheus could not be installed: the --observe test will be skipped" >&2
+	@command -v nft >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null) || \
+		echo "nftables could not be installed: the network fault test will be skipped" >&2
 
 # Every test (tests/unit, tests/integration, tests/e2e), then the ten slowest.
 test: lint test-deps

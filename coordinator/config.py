@@ -8,6 +8,7 @@ from pathlib import Path
 from coordinator import defaults
 from coordinator.defaults import Timing
 from coordinator.faults.spec import Fault
+from coordinator.liveness import LossPolicy
 from coordinator.plan import ExpiryMode, Schedule
 from model.services import Services
 from model.workload import KeySet, Query, Workload, single
@@ -32,7 +33,9 @@ class LaunchConfig:
     keys: tuple[str, ...] = (defaults.HOT_KEY,)
     timing: Timing = field(default_factory=Timing)
     faults: tuple[Fault, ...] = ()  # --fault: injected in every trial (embedded stack only)
+    net_control: str | None = None  # --net-control HOST:PORT: the namespace lab's links (net: faults)
     expiry: ExpiryMode = ExpiryMode.DRIFT
+    on_worker_loss: LossPolicy = LossPolicy.CONTINUE  # a lost worker: go on with the survivors
     workload: Workload = field(
         default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
     # Provenance, for run.json's manifest: the preset that filled the options, the command line

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-import psycopg
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from coordinator.connect import pg_connect
 from model.workload import Endpoint
 from results.metrics import is_write
 from strategies import Deps, StrategySpec, close_strategy
@@ -54,7 +54,7 @@ def end_check(keys: Iterable[str], cached: Mapping[str, CachedVersion], ttl_left
               dsn: str, lifetime: Mapping[str, float]) -> EndCheck:
     """Check each written key (``cached`` and ``lifetime`` by key), proving stale sets."""
     behind, proven, detail = 0, 0, []
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         for key in sorted(keys):
             history = conn.execute(_HISTORY, (key,)).fetchall()  # first: its ages only grow
             have = cached[key](key)

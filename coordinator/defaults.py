@@ -11,6 +11,7 @@ CLIENTS = 200  # in total, split as evenly as possible over the workers
 TTL_S = 2.0
 SECONDS = 10.0  # per trial
 REPEAT = 1
+ON_WORKER_LOSS = "continue"  # --on-worker-loss: go on with the survivors (coordinator.liveness)
 STRATEGIES = "naive,lock"
 OUT_DIR = "runs"
 
@@ -20,6 +21,13 @@ SCALE = 1_000_000
 ORIGIN_TARGET_MS = 3.43
 POOL_SIZE = 4  # origin connections per worker (8 x 4 = 32, well under max_connections)
 HOT_KEY = "orders:0"
+# Every connection the coordinator opens (PostgreSQL, Redis, the Celery broker and result store)
+# gives up connecting after this many seconds: a service that never answers (a dropped SYN, a
+# host gone) fails the run with one line instead of hanging it (coordinator/connect.py). Whole
+# seconds: libpq counts no finer (and at least 2). Kept shorter on purpose: the embedded stack's
+# readiness polls (0.5-1 s), the expiry listener's resubscribe (2 s) and the measured path's own
+# clients (model/services.py: Redis 2 s, origin pool 5 s), which the workers share.
+CONNECT_TIMEOUT_S = 5
 
 
 @dataclass(frozen=True)
@@ -31,3 +39,7 @@ class Timing:
     progress_s: float = 0.5  # how often workers report progress
     worker_wait_s: float = 60.0  # how long to wait for N workers to answer
     gather_grace_s: float = 60.0  # after a trial's end, how long to wait for its results
+    # A worker whose heartbeat (every progress_s) stops for this long is lost at once: its share
+    # is given up and it is out of later trials (--worker-silence; coordinator.liveness). Ten
+    # heartbeats: a saturated worker still beats well within it.
+    worker_silence_s: float = 5.0

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import kombu.pools
@@ -14,6 +15,8 @@ from celery import Celery
 from celery.result import AsyncResult
 from celery.utils import worker_direct
 
+from coordinator.connect import celery_settings
+from coordinator.liveness import Health, Liveness, Loss
 from model.wire import CELERY_SETTINGS, RUN_TRIAL
 
 
@@ -25,6 +28,7 @@ def client_app(broker_url: str) -> Celery:
     """The coordinator's Celery client: the shared JSON-only settings; tasks are sent by name."""
     app = Celery("stampede", broker=broker_url, backend=broker_url)
     app.conf.update(CELERY_SETTINGS)
+    app.conf.update(celery_settings())  # every broker and result-store connect bounded
     return app
 
 
@@ -76,40 +80,81 @@ def send_trial(app: Celery, assignments: Sequence[tuple[str, dict[str, Any]]]) -
 
 @dataclass
 class Gathered:
-    """The results that arrived (None where a worker gave none) and why each missing one is."""
+    """The results that arrived (None where a worker gave none), why each missing one is, the
+    workers declared lost (silent past the limit) and the slow ones (longest silence, s)."""
 
     results: list[dict[str, Any] | None]
     missing: dict[str, str]
+    lost: dict[str, Loss] = field(default_factory=dict)
+    slow: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What the progress line shows: the summed counts so far and the tasks still awaited."""
+
+    counts: dict[str, int]
+    waiting: int
 
 
 def follow(tasks: Sequence[Dispatched], deadline: float, interval_s: float,
-           on_progress: Callable[[dict[str, int]], None],
-           lost: Callable[[], set[str]] = set) -> Gathered:
+           on_progress: Callable[[Progress], None], lost: Callable[[], set[str]] = set,
+           liveness: Liveness | None = None,
+           on_lost: Callable[[Loss], None] = lambda _: None) -> Gathered:
     """Poll progress until every task is done, or given up: a worker in ``lost()`` (a fault
-    killed it) at once, any other at ``deadline``. Fails only when no result arrived at all."""
+    killed it) at once, one silent past ``liveness``'s limit when that is seen (``on_lost``),
+    any other at ``deadline``. Fails only when no result arrived at all."""
+    live = liveness or Liveness([t.worker for t in tasks], math.inf)
     while True:
-        gone = lost()
-        waiting = [t for t in tasks if not t.result.ready() and t.worker not in gone]
-        if not waiting or time.monotonic() > deadline:
+        killed = lost()
+        for t in tasks:
+            if t.worker in killed:
+                live.kill(t.worker)
+            elif live.watches[t.worker].health is Health.RUNNING:
+                meta = t.result.backend.get_task_meta(t.result.id)
+                live.observe(t.worker, meta["status"], meta.get("result"))
+                if (loss := live.watches[t.worker].loss) is not None:
+                    on_lost(loss)
+        if not live.waiting() or time.monotonic() > deadline:
             break
-        on_progress(_sum_progress(tasks))
+        on_progress(Progress(live.counts(), live.waiting()))
         time.sleep(interval_s)
-    gathered = Gathered([], {})
+    return _gather(tasks, live)
+
+
+def _gather(tasks: Sequence[Dispatched], live: Liveness) -> Gathered:
+    gathered = Gathered([], {}, live.lost(), live.slow())
     for t in tasks:
-        if not t.result.ready():
-            why = "killed by a fault" if t.worker in lost() else "no result before the deadline"
-            gathered.missing[t.worker] = why
-            gathered.results.append(None)
-        elif t.result.failed():
-            gathered.missing[t.worker] = f"trial task failed: {t.result.result!r}"[:300]
-            gathered.results.append(None)
-        else:
+        health = live.watches[t.worker].health
+        why = {Health.KILLED: "killed by a fault", Health.RUNNING: "no result before the deadline",
+               Health.FAILED: f"trial task failed: {t.result.result!r}"[:300]}.get(health)
+        if health is Health.LOST:
+            why = f"lost: {gathered.lost[t.worker].describe()}"
+        if why is None:
             gathered.results.append(t.result.get(timeout=5))
             t.result.forget()
+        else:
+            gathered.missing[t.worker] = why
+            gathered.results.append(None)
     if not any(gathered.results):
         raise DispatchError("no worker returned its trial: " + "; ".join(
             f"{w}: {why}" for w, why in gathered.missing.items()))
     return gathered
+
+
+def ping(app: Celery, workers: Sequence[str], within_s: float) -> set[str]:
+    """The workers that answer a ping within ``within_s`` (asked again until then)."""
+    deadline, answered = time.monotonic() + within_s, set[str]()
+    while (pending := [w for w in workers if w not in answered]) and time.monotonic() < deadline:
+        try:
+            replies = app.control.ping(destination=pending, timeout=min(
+                1.0, max(0.1, deadline - time.monotonic())), limit=len(pending)) or []
+        except (redis.ConnectionError, OSError):  # the broker is restarting: ask again
+            reset_connections(app)
+            time.sleep(0.2)
+            continue
+        answered |= {name for reply in replies for name in reply}
+    return answered & set(workers)
 
 
 def release(tasks: Sequence[Dispatched]) -> None:
@@ -123,13 +168,3 @@ def release(tasks: Sequence[Dispatched]) -> None:
         with contextlib.suppress(redis.RedisError, OSError, RuntimeError):
             t.result.backend.remove_pending_result(t.result)
         t.result.backend = None
-
-
-def _sum_progress(tasks: Sequence[Dispatched]) -> dict[str, int]:
-    total = {"requests": 0, "origin_calls": 0, "errors": 0}
-    for t in tasks:
-        info = t.result.info if t.result.state == "PROGRESS" else None
-        if isinstance(info, dict):
-            for key in total:
-                total[key] += int(info.get(key, 0))
-    return total

@@ -5,11 +5,12 @@ Data flows one way: plan -> dispatch -> client threads (workers) -> rows -> Parq
 
 from __future__ import annotations
 
+import enum
 import os
 import platform
 import socket
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +20,7 @@ from coordinator import clock, dispatch, provenance
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.faults.injector import TrialHooks
+from coordinator.liveness import Loss, LossCause, LossPolicy, Roster, WorkersLost
 from coordinator.manifest import Manifest
 from coordinator.origin.prepare import prepare_origin
 from coordinator.plan import plan_trial, trial_order
@@ -26,6 +28,15 @@ from coordinator.trial import TrialRunner
 from model.services import Services
 from results.schema import MANIFEST_VERSION
 from results.store import RunWriter
+
+
+class RunStatus(enum.StrEnum):
+    """run.json's ``status``."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    DEGRADED = "degraded"  # every trial ran, but a worker was lost (--on-worker-loss continue)
+    INCOMPLETE = "incomplete"  # stopped: an error, Ctrl-C, or a lost worker with --on-worker-loss fail
 
 
 @dataclass
@@ -40,14 +51,15 @@ class RunState:
     trials: list[dict[str, Any]] = field(default_factory=list)
     versions: dict[str, Any] | None = None  # the manifest's, once the services have answered
     hosts: dict[str, Any] | None = None  # the manifest's, once the workers have answered
+    roster: Roster | None = None  # the workers, once they have answered; lost and slow ones
 
-    def to_json(self, status: str) -> dict[str, Any]:
+    def to_json(self, status: RunStatus) -> dict[str, Any]:
         c = self.config
         return {
             "run_id": self.run_id,
-            "status": status,
+            "status": status.value,
             "started": self.started,
-            "ended": datetime.now(UTC).isoformat() if status != "running" else None,
+            "ended": datetime.now(UTC).isoformat() if status is not RunStatus.RUNNING else None,
             "manifest_version": MANIFEST_VERSION,
             "manifest": Manifest.of(c, self.versions, self.hosts).to_json(),
             "spec": {
@@ -64,6 +76,7 @@ class RunState:
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
                             "python": platform.python_version()},
             **self.meta,
+            **({"liveness": self.roster.to_json()} if self.roster else {}),
             "trials": self.trials,
         }
 
@@ -71,7 +84,7 @@ class RunState:
 def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
                    console: Console, hooks: TrialHooks | None = None) -> RunState:
     state = RunState(writer.root.name, config, services)
-    writer.write_meta(state.to_json("running"))
+    writer.write_meta(state.to_json(RunStatus.RUNNING))
     workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
                                         console.progress)
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
@@ -79,7 +92,9 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     offsets, lead_s = _align_clocks(app, workers, config, console, state)
     state.versions = provenance.versions(services)
     state.meta["origin"] = prepare_origin(config, services, console)
-    writer.write_meta(state.to_json("running"))
+    roster = state.roster = Roster(list(workers), config.on_worker_loss,
+                                   config.timing.worker_silence_s)
+    writer.write_meta(state.to_json(RunStatus.RUNNING))
     hooks = hooks or TrialHooks()
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
                          span_s=state.meta["origin"]["span_s"], hooks=hooks,
@@ -91,20 +106,34 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
         console.say(f"warning: {runner.listener.unavailable}; expiry events fall back to the "
                     "schedule (marked 'schedule' in expiries.parquet and the table)")
     try:
-        order = trial_order(list(config.strategies), config.repeat)
-        for number, (spec, repeat) in enumerate(order, start=1):
-            if number > 1:
-                _recover(config, app, hooks, console)
-            plan = plan_trial(config.schedule(), number, spec, repeat, time.time_ns(), lead_s)
-            state.trials.append(runner.run(plan, of=len(order)))
-            writer.write_meta(state.to_json("running"))
+        _run_trials(state, roster, runner, app, hooks, lead_s)
     except BaseException:
-        writer.write_meta(state.to_json("incomplete"))
+        writer.write_meta(state.to_json(RunStatus.INCOMPLETE))
         raise
     finally:
         runner.close()
-    writer.write_meta(state.to_json("complete"))
+    writer.write_meta(state.to_json(RunStatus.DEGRADED if roster.degraded else RunStatus.COMPLETE))
     return state
+
+
+def _run_trials(state: RunState, roster: Roster, runner: TrialRunner, app: Celery,
+                hooks: TrialHooks, lead_s: float) -> None:
+    """Every trial in order, each on the workers still in the roster (clients re-split);
+    run.json rewritten after each."""
+    config, console, writer = state.config, runner.console, runner.writer
+    order = trial_order(list(config.strategies), config.repeat)
+    for number, (spec, repeat) in enumerate(order, start=1):
+        if number > 1:
+            _recover(config, app, hooks, console, len(roster.active))
+            _recheck(app, roster, number, console)
+        schedule = replace(config.schedule(), workers=len(roster.active))
+        plan = plan_trial(schedule, number, spec, repeat, time.time_ns(), lead_s)
+        known = len(roster.lost)
+        record = runner.run(plan, of=len(order), workers=roster.active)
+        roster.record(number, runner.last_lost, record["slow_workers"])
+        state.trials.append(record)
+        writer.write_meta(state.to_json(RunStatus.RUNNING))
+        _follow_policy(roster, console, known)
 
 
 def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console: Console,
@@ -121,12 +150,39 @@ def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console
     return offsets, lead
 
 
-def _recover(config: LaunchConfig, app: Celery, hooks: TrialHooks, console: Console) -> None:
-    """Between trials: restart what a fault killed, then wait (bounded) for every worker."""
+def _recover(config: LaunchConfig, app: Celery, hooks: TrialHooks, console: Console,
+             workers: int) -> None:
+    """Between trials: restart what a fault killed, then wait (bounded) for the run's workers."""
     restarted = hooks.between_trials()
     if "broker" in restarted:
         dispatch.reset_connections(app)  # every pooled broker connection died with the old server
     if restarted:
-        dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s, console.progress)
+        dispatch.wait_for_workers(app, workers, config.timing.worker_wait_s, console.progress)
         console.say(f"recovered: restarted {', '.join(restarted) or 'the broker'}; "
-                    f"{config.workers} workers answer")
+                    f"{workers} workers answer")
+
+
+def _recheck(app: Celery, roster: Roster, trial: int, console: Console) -> None:
+    """Between trials: every worker of the next trial must answer a ping within the silence
+    limit; one that does not is lost (no share in this or any later trial)."""
+    known, started = len(roster.lost), time.monotonic()
+    answered = dispatch.ping(app, roster.active, roster.silence_s)
+    for worker in [w for w in roster.active if w not in answered]:
+        loss = Loss(worker, LossCause.NO_PING, trial, time.monotonic() - started,
+                    roster.silence_s, time.time_ns())
+        roster.lose(loss)
+        console.say(f"before trial {trial}: worker {worker} lost: {loss.describe()}")
+    _follow_policy(roster, console, known)
+
+
+def _follow_policy(roster: Roster, console: Console, known: int) -> None:
+    """``--on-worker-loss`` once workers beyond the ``known`` losses are lost: stop, or go on
+    with the survivors (the clients re-split over them)."""
+    if len(roster.lost) == known:
+        return
+    if roster.policy is LossPolicy.FAIL:
+        raise WorkersLost(f"stopped (--on-worker-loss fail): {roster.describe()}")
+    if not roster.active:
+        raise dispatch.DispatchError(f"no worker left: {roster.describe()}")
+    console.say(f"continuing on {len(roster.active)} workers ({', '.join(roster.active)}): "
+                f"{roster.describe()}")

@@ -10,12 +10,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import psycopg
-import redis
 from celery import Celery
 from celery.exceptions import CeleryError
 from celery.utils import worker_direct
 
+from coordinator.connect import pg_connect, redis_from_url
 from model.hostfacts import host_facts
 from model.services import Services
 from model.wire import HOST_FACTS
@@ -30,13 +29,13 @@ def versions(services: Services) -> dict[str, Any]:
     found: dict[str, Any] = {"python": platform.python_version()}
     found.update({name: metadata.version(name) for name in PACKAGES})
     found["git"] = git_state(CHECKOUT)
-    cache = redis.Redis.from_url(services.cache_url, socket_timeout=5)
+    cache = redis_from_url(services.cache_url, socket_timeout=5)
     try:
         info = cache.info("server")
         found["cache_server"] = str(info.get("valkey_version") or info.get("redis_version"))
     finally:
         cache.close()
-    with psycopg.connect(services.origin_dsn, autocommit=True, connect_timeout=5) as conn:
+    with pg_connect(services.origin_dsn, autocommit=True) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         found["postgresql"] = str(row[0]) if row else "unknown"
     return found

@@ -16,7 +16,8 @@ from coordinator.config import LaunchConfig
 from coordinator.consistency import servers_check, written_keys
 from coordinator.console import Console
 from coordinator.expiry import ExpiryListener
-from coordinator.faults.injector import TrialHooks, fault_columns
+from coordinator.faults.injector import FaultReport, TrialHooks, fault_columns
+from coordinator.liveness import Liveness, Loss
 from coordinator.observe.board import BOARD
 from coordinator.origin import counters
 from coordinator.plan import ExpiryMode, TrialPlan
@@ -55,6 +56,7 @@ class TrialRunner:
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
         self.listener = ExpiryListener(services.cache_url, self.cache)
         self.listener.start()
+        self.last_lost: dict[str, Loss] = {}  # the workers the last trial lost (coordinator.liveness)
 
     @property
     def expiry_source(self) -> str:
@@ -67,59 +69,87 @@ class TrialRunner:
         self.cache.close()
         self.locks.close()
 
-    def run(self, plan: TrialPlan, of: int) -> dict[str, Any]:
+    def run(self, plan: TrialPlan, of: int, workers: Sequence[str] | None = None) -> dict[str, Any]:
+        """Run ``plan`` on ``workers`` (default: all of the run's), one share each."""
+        workers = list(workers or self.workers)
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
         BOARD.trial_planned(plan)  # the phase metric (coordinator.observe); inert unless served
         self._prime(plan)
         db_before = counters.origin_db_calls(self.services.origin_dsn)
         statements_before = counters.statement_snapshot(self.services.origin_dsn)
-        tasks = dispatch.send_trial(self.app, self._assignments(plan))
-        deadline = time.monotonic() + (plan.end_ns - time.time_ns()) / 1e9
-        self.hooks.arm(plan)
-        try:
-            gathered = dispatch.follow(
-                tasks, deadline + self.config.timing.gather_grace_s, 0.25,
-                lambda p: self.console.progress(self._progress_line(label, plan, p)),
-                lost=self.hooks.lost,
-            )
-        finally:
-            dispatch.release(tasks)
-            report = self.hooks.disarm(plan)
-            BOARD.trial_done()
+        gathered, report = self._follow(plan, label, workers)
         db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
         statements = checks.statement_rows(
             statements_before, counters.statement_snapshot(self.services.origin_dsn),
             self.writer.root.name, plan.trial, tuple(MARKS.values()))
+        self.last_lost = gathered.lost
         present = [(w, TrialResult.from_json(r))
-                   for w, r in zip(self.workers, gathered.results, strict=True) if r]
+                   for w, r in zip(workers, gathered.results, strict=True) if r]
         rows = self._gather_rows(plan, present)
         self.writer.write_requests(plan.trial, rows)
         results = [r for _, r in present]
-        summary = self._summarise(plan, rows, results, db_calls)
+        summary = self._summarise(plan, rows, results, db_calls, len(workers))
         summary.update(self._events(plan, rows, summary["window_origin_calls"]))
         summary.update(checks.generator_figures(results))
         summary.update(fault_columns(report, plan.start_ns, rows, len(gathered.missing)))
+        summary.update(liveness_columns(gathered))
         summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
         summary.update(self._consistency(plan, rows))
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
-        for worker, why in gathered.missing.items():
-            self.console.say(f"{label}: no rows from {worker} ({why}); trial marked incomplete")
+        self._say_workers(label, gathered)
         per = "expiry" if summary["event_kind"] == "expiry" else summary["event_kind"]
         self.console.say(
             f"{label}: {summary['origin_per_expiry']:.1f} origin calls/{per} "
             f"({summary['expiry_events']} events), "
             f"{summary['rps']:,.0f} rps, p99 {summary['p99_ms']:.1f} ms, "
-            f"errors {summary['errors']}, db calls {'match' if summary['db_calls_match'] else 'MISMATCH'}"
+            f"errors {summary['errors']}, db calls {_db_word(summary)}"
             + (f", fault {report.label}" if report.label else "")
         )
         return {"trial": plan.trial, "strategy": plan.strategy.label, "repeat": plan.repeat,
                 "start_ns": plan.start_ns, "window_start_ns": plan.window_start_ns,
                 "window_end_ns": plan.window_end_ns, "first_expiry_ns": plan.first_expiry_ns,
                 "workers": [r.worker for _, r in present], "missing_workers": gathered.missing,
+                "cache_floor_ms": {w: {"p5": r.floor_p5_ns / 1e6, "median": r.floor_median_ns / 1e6}
+                                   for w, r in present},  # each worker's own cache round trip
+                "dispatched": workers, "clients_per_worker": [s.clients for s in plan.shares],
+                "lost_workers": {w: x.to_json() for w, x in gathered.lost.items()},
+                "slow_workers": gathered.slow,
                 "complete": summary["complete"], "fault": report.label,
                 "faults_applied": [{"fault": a.fault.label, "at_ns": a.at_ns, "detail": a.detail,
                                     "error": a.error} for a in report.applied]}
+
+    def _follow(self, plan: TrialPlan, label: str,
+                workers: Sequence[str]) -> tuple[dispatch.Gathered, FaultReport]:
+        """Send each worker its share, arm the faults, follow the heartbeats until every result
+        is in or given up (a worker silent for ``worker_silence_s`` is lost at once)."""
+        tasks = dispatch.send_trial(self.app, self._assignments(plan, workers))
+        live = Liveness(workers, self.config.timing.worker_silence_s, plan.trial)
+        self.console.say(f"{label}: sent to {len(workers)} workers "
+                         f"({', '.join(str(s.clients) for s in plan.shares)} clients), "
+                         f"starts in {(plan.start_ns - time.time_ns()) / 1e9:.2f} s")
+        deadline = time.monotonic() + (plan.end_ns - time.time_ns()) / 1e9
+        self.hooks.arm(plan)
+        try:
+            gathered = dispatch.follow(
+                tasks, deadline + self.config.timing.gather_grace_s, 0.25,
+                lambda p: self.console.progress(self._progress_line(label, plan, p)),
+                lost=self.hooks.lost, liveness=live,
+                on_lost=lambda loss: self.console.say(
+                    f"{label}: worker {loss.worker} lost: {loss.describe()}"),
+            )
+        finally:
+            dispatch.release(tasks)
+            report = self.hooks.disarm(plan)
+            BOARD.trial_done()
+        return gathered, report
+
+    def _say_workers(self, label: str, gathered: dispatch.Gathered) -> None:
+        for worker, why in gathered.missing.items():
+            self.console.say(f"{label}: no rows from {worker} ({why}); trial marked incomplete")
+        for worker, longest in gathered.slow.items():
+            self.console.say(f"{label}: worker {worker} slow: silent up to {longest:.1f} s "
+                             f"(limit {self.config.timing.worker_silence_s:g} s), not lost")
 
     def _events(self, plan: TrialPlan, rows: pa.Table, window_calls: int) -> dict[str, Any]:
         """Observed events and their herds: the headline figure, and ``expiries.parquet``."""
@@ -157,9 +187,10 @@ class TrialRunner:
         self.locks.flushdb()
         self.primer.prime(plan.strategy, plan.window_start_ns, plan.trial)
 
-    def _assignments(self, plan: TrialPlan) -> list[tuple[str, dict[str, Any]]]:
+    def _assignments(self, plan: TrialPlan,
+                     workers: Sequence[str]) -> list[tuple[str, dict[str, Any]]]:
         out = []
-        for share, worker in zip(plan.shares, self.workers, strict=True):
+        for share, worker in zip(plan.shares, workers, strict=True):
             spec = TrialSpec(
                 run_id=self.writer.root.name, trial=plan.trial, repeat=plan.repeat,
                 strategy=plan.strategy.name, params=dict(plan.strategy.params),
@@ -169,17 +200,24 @@ class TrialRunner:
                 pool_size=self.config.pool_size, origin_span_s=self.span_s,
                 progress_interval_s=self.config.timing.progress_s,
                 workload=self.config.workload.to_json(), stage_start_ns=plan.window_start_ns,
-                workers=len(self.workers), products=self.products,
+                workers=len(workers), products=self.products,
                 expiry_grid_ns=plan.first_expiry_ns if self.config.expiry is ExpiryMode.ALIGNED else 0,
             )
             out.append((worker, spec.to_json()))
         return out
 
-    def _progress_line(self, label: str, plan: TrialPlan, p: dict[str, int]) -> str:
-        elapsed = max(0.0, (time.time_ns() - plan.start_ns) / 1e9)
-        rps = p["requests"] / elapsed if elapsed > 0 else 0.0
-        return (f"{label}: {min(elapsed, self.config.seconds):4.1f}/{self.config.seconds:g} s  "
-                f"{rps:8,.0f} rps  origin {p['origin_calls']:,}  errors {p['errors']:,}")
+    def _progress_line(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> str:
+        """Counts so far; past the trial's end the rate stays the trial's, and the line says
+        whose rows are awaited (it used to decay towards ``0 rps origin 0``)."""
+        elapsed = (time.time_ns() - plan.start_ns) / 1e9
+        if elapsed < 0:
+            return f"{label}: starts in {-elapsed:.1f} s"
+        seconds = self.config.seconds
+        c = p.counts
+        rps = c["requests"] / min(elapsed, seconds) if elapsed > 0 else 0.0
+        line = (f"{label}: {min(elapsed, seconds):4.1f}/{seconds:g} s  {rps:8,.0f} rps  "
+                f"origin {c['origin_calls']:,}  errors {c['errors']:,}")
+        return line + (f"  (ended; waiting for {p.waiting} worker(s))" if elapsed > seconds else "")
 
     def _gather_rows(self, plan: TrialPlan,
                      results: Sequence[tuple[str, TrialResult]]) -> pa.Table:
@@ -208,7 +246,7 @@ class TrialRunner:
         return wire.select(REQUEST_SCHEMA.names).cast(REQUEST_SCHEMA)
 
     def _summarise(self, plan: TrialPlan, rows: pa.Table, results: Sequence[TrialResult],
-                   db_calls: int) -> dict[str, Any]:
+                   db_calls: int, workers: int) -> dict[str, Any]:
         window = window_of(plan)
         floor_ms = min(r.floor_p5_ns for r in results) / 1e6
         figures = metrics.summarise(rows, window, floor_ms)
@@ -217,9 +255,22 @@ class TrialRunner:
         return {
             "run_id": self.writer.root.name, "trial": plan.trial, "strategy": plan.strategy.label,
             "params": orjson.dumps(dict(plan.strategy.params)).decode(), "repeat": plan.repeat,
-            "workers": len(self.workers), "clients": self.config.clients,
+            "workers": workers, "clients": self.config.clients,
             "ttl_s": self.config.ttl_s, "window_s": window.seconds, **figures,
             "db_calls": db_calls, "db_calls_match": db_calls == figures["origin_calls_total"],
             "start_spread_ms": (max(firsts) - min(firsts)) / 1e6 if firsts else float("nan"),
             "complete": True,
         }
+
+
+def liveness_columns(gathered: dispatch.Gathered) -> dict[str, Any]:
+    """Why each missing worker's rows are missing, and the slow workers (trials.parquet)."""
+    return {"lost_workers": "; ".join(f"{w}: {why}" for w, why in gathered.missing.items()),
+            "slow_workers": "; ".join(f"{w}: silent up to {s:.1f} s"
+                                      for w, s in gathered.slow.items())}
+
+
+def _db_word(summary: dict[str, Any]) -> str:
+    if summary["db_calls_match"]:
+        return "match"
+    return "MISMATCH" + (" (rows of a lost worker missing)" if summary["workers_lost"] else "")

@@ -18,6 +18,9 @@ RUN_TRIAL = "stampede.run_trial"
 CLOCK = "stampede.clock"
 BASELINE = "stampede.baseline"
 HOST_FACTS = "stampede.host_facts"  # the worker host's cores, memory, kernel (model.hostfacts)
+# The key of the heartbeat number in a running trial task's PROGRESS meta (worker.heartbeat):
+# a new number is a sign of life, its absence for --worker-silence a lost worker.
+BEAT = "beat"
 # Settings of the Celery app on both sides: JSON only, no other serializer accepted.
 CELERY_SETTINGS: dict[str, Any] = {
     "task_serializer": "json",

@@ -73,9 +73,48 @@ def statement_rows(before: Snapshot, after: Snapshot, run_id: str, trial: int,
     ]
 
 
-def origin_mismatch(client_calls: int, db_calls: int | None) -> str:
-    """A line naming the mismatch between the clients' and PostgreSQL's origin counts, or ''."""
+def origin_mismatch(client_calls: int, db_calls: int | None, workers_lost: int = 0) -> str:
+    """A line naming the mismatch between the clients' and PostgreSQL's origin counts, or ''.
+
+    With workers lost and PostgreSQL counting more, the difference is explained by the loss:
+    the lost workers' clients called the origin, but their rows never arrived."""
     if db_calls is None or client_calls == db_calls:
         return ""
+    if workers_lost and db_calls > client_calls:
+        return (f"PostgreSQL counted {db_calls} origin calls, the rows that arrived {client_calls} "
+                f"({db_calls - client_calls:+d}): the difference is the calls of the "
+                f"{workers_lost} lost worker(s), whose rows never arrived; not a miscount")
     return (f"clients counted {client_calls} origin calls, PostgreSQL counted {db_calls} "
             f"({db_calls - client_calls:+d})")
+
+
+def liveness_notes(row: Mapping[str, Any]) -> list[str]:
+    """A trial with missing workers (and their causes) or slow ones; runs made before issue 15
+    have neither column and get nothing."""
+    out = []
+    lost, dispatched = int(row.get("workers_lost") or 0), int(row.get("workers") or 0)
+    if lost:
+        out.append(f"incomplete: no rows from {lost} of {dispatched} workers "
+                   f"({row.get('lost_workers') or 'cause not recorded'}); the figures are the "
+                   "other workers' rows")
+    if row.get("slow_workers"):
+        out.append(f"slow, not lost: {row['slow_workers']} (alive, but silent for more than "
+                   "half the --worker-silence limit)")
+    return out
+
+
+def workers_cell(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Per repeat, the workers whose rows arrived of those sent a share (``2/3``), with the lost
+    and slow ones counted: the table's ``workers`` column."""
+    cells = []
+    for r in rows:
+        sent, lost = int(r.get("workers") or 0), int(r.get("workers_lost") or 0)
+        slow = len([s for s in str(r.get("slow_workers") or "").split("; ") if s])
+        cells.append(f"{sent - lost}/{sent}" + (f" lost {lost}" if lost else "")
+                     + (f" slow {slow}" if slow else ""))
+    return ", ".join(cells)
+
+
+def had_losses(trials: Sequence[Mapping[str, Any]]) -> bool:
+    """A trial of the run missed a worker's rows or had a slow worker."""
+    return any(int(t.get("workers_lost") or 0) or t.get("slow_workers") for t in trials)

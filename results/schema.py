@@ -112,6 +112,10 @@ TRIAL_SCHEMA = pa.schema(
         ("fault_errors", pa.int64()),
         ("fault_served", pa.int64()),  # of those, answered with a value (fail-open)
         ("fault_origin_calls", pa.int64()),
+        ("fault_origin_per_s", pa.float64()),  # origin calls started per second while it held
+        ("pre_fault_origin_per_s", pa.float64()),  # the same, trial start to the fault
+        ("fault_pool_wait_p99_ms", pa.float64()),  # p99 pool wait of the origin calls under it
+        ("fault_p99_ms", pa.float64()),  # p99 latency of the requests started while it held
         ("peak_origin_per_s", pa.int64()),  # most origin calls started in one 1-second bucket
         ("late_sends", pa.int64()),  # open loop: started more than LATE_MS after the intended instant
         ("dropped_sends", pa.int64()),  # open loop: never sent (an error row of type DroppedSend)
@@ -142,6 +146,11 @@ TRIAL_SCHEMA = pa.schema(
         # there one value lifetime after the newer version committed).
         ("end_behind_keys", pa.int64()),
         ("end_stale_sets", pa.int64()),
+        # Liveness (coordinator.liveness, issue 15): why each missing worker's rows are missing
+        # ("w3@host: lost: silent 5.2 s (limit 5 s)", "killed by a fault", ...; '; '-separated)
+        # and the slow workers (silent for more than half the limit, then heard again).
+        ("lost_workers", pa.string()),
+        ("slow_workers", pa.string()),
     ]
 )
 

@@ -8,7 +8,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from results.checks import origin_mismatch, saturation_reason
+from results.checks import had_losses, liveness_notes, origin_mismatch, saturation_reason, workers_cell
 from results.text import grid
 
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 ms", "p99 ms",
@@ -17,6 +17,8 @@ COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 
 # Shown only when a trial of the run had writes (results.consistency): a run without writes has
 # nothing to say about them, and older runs lack the columns.
 CONSISTENCY_COLUMNS = ("writes", "stale reads", "max stale ms", "stale sets")
+# Shown only when a trial missed a worker's rows or had a slow worker (results.checks).
+LIVENESS_COLUMNS = ("workers",)
 
 
 def group_by_strategy(trials: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -58,9 +60,7 @@ def _ms(value: float) -> str:
 def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
     requests = sum(int(r["requests"]) for r in rows)
     errors = sum(int(r["errors"]) for r in rows)
-    matches = all(bool(r["db_calls_match"]) for r in rows)
-    db = "ok" if matches else "MISMATCH " + ",".join(
-        f"{r['origin_calls_total']}≠{r['db_calls']}" for r in rows if not r["db_calls_match"])
+    db = _db_check(rows)
     p50 = _median(rows, "p50_ms")
     return [
         name,
@@ -87,6 +87,18 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
 _KINDS = {"expiry": "expiry", "refresh cycle": "refresh", "expiry+refresh": "both"}
 
 
+def _db_check(rows: list[Mapping[str, Any]]) -> str:
+    """``ok``, or each repeat's mismatch; ``LOST`` instead of ``MISMATCH`` when every mismatch
+    is a trial whose lost workers' rows are missing (PostgreSQL counted their calls)."""
+    bad = [r for r in rows if not r["db_calls_match"]]
+    if not bad:
+        return "ok"
+    lost = all(int(_get(r, "workers_lost", 0)) and r["db_calls"] > r["origin_calls_total"]
+               for r in bad)
+    return ("LOST " if lost else "MISMATCH ") + ",".join(
+        f"{r['origin_calls_total']}≠{r['db_calls']}" for r in bad)
+
+
 def _event_kind(rows: list[Mapping[str, Any]]) -> str:
     """What the origin/expiry figure is per: observed expiries, refresh cycles, or both; runs
     made before events were observed counted TTL periods."""
@@ -110,7 +122,9 @@ def had_writes(trials: Iterable[Mapping[str, Any]]) -> bool:
 
 def columns(trials: Iterable[Mapping[str, Any]]) -> tuple[str, ...]:
     """The summary table's columns for these trials (``summary_rows`` fills them)."""
-    return COLUMNS + CONSISTENCY_COLUMNS if had_writes(trials) else COLUMNS
+    trials = list(trials)
+    return (COLUMNS + (CONSISTENCY_COLUMNS if had_writes(trials) else ())
+            + (LIVENESS_COLUMNS if had_losses(trials) else ()))
 
 
 def consistency_cells(rows: list[Mapping[str, Any]]) -> list[str]:
@@ -129,8 +143,9 @@ def consistency_cells(rows: list[Mapping[str, Any]]) -> list[str]:
 def summary_rows(trials: Iterable[Mapping[str, Any]]) -> list[list[str]]:
     """One line per strategy, in the order of ``columns(trials)`` (text and HTML both show these)."""
     trials = list(trials)
-    extra = had_writes(trials)
+    extra, losses = had_writes(trials), had_losses(trials)
     return [strategy_line(name, group) + (consistency_cells(group) if extra else [])
+            + ([workers_cell(group)] if losses else [])
             for name, group in group_by_strategy(trials).items()]
 
 
@@ -150,7 +165,9 @@ def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
             out.append(f"{where}: p50 {r['p50_ms']:.3f} ms is below "
                        f"the cache round-trip floor {r['floor_ms']:.3f} ms: check the errors")
         if not r["db_calls_match"]:
-            out.append(f"{where}: {origin_mismatch(r['origin_calls_total'], r['db_calls'])}")
+            out.append(f"{where}: " + origin_mismatch(r["origin_calls_total"], r["db_calls"],
+                                                      int(_get(r, "workers_lost", 0))))
+        out.extend(f"{where}: {n}" for n in liveness_notes(r))
         if r["errors"]:
             out.append(f"{where}: {r['errors']} errors: {r['error_types']}")
         if r.get("saturated"):

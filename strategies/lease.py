@@ -9,6 +9,7 @@ so there is no separate lock store to fail: a failing cache is an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ class Lease:
         self._deps = deps
         self._params = params
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
-        self._waiter = Waiter(deps.cache, params, params.lease_ms)
+        self._waiter = Waiter(deps.cache, params, params.lease_ms, contextlib.nullcontext)
         self._get = deps.cache.register_script(_GET_OR_LEASE)
         self._set = deps.cache.register_script(_SET_WITH_LEASE)
         self._invalidate = deps.cache.register_script(_INVALIDATE)

@@ -14,7 +14,7 @@ from strategies import version
 from strategies.base import Deps, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.locking import lock_key
-from strategies.params import LockParams, OnWrite, Ttl
+from strategies.params import LockParams, Ttl
 from strategies.registry import register
 
 
@@ -30,7 +30,7 @@ def prime_under_lock(flight: SingleFlight, key: str, write: Callable[[], None]) 
 
 
 @register
-class Lock:
+class Lock(version.CacheAside):
     name: ClassVar[str] = "lock"
     Params = LockParams
     double_check: ClassVar[bool] = False
@@ -39,7 +39,7 @@ class Lock:
         self._deps = deps
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self.flight = SingleFlight(deps, params, self.double_check)
-        self._update = params.on_write is OnWrite.UPDATE
+        self._on_write_from(params)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         if self._present(key, probe):
@@ -49,16 +49,6 @@ class Lock:
     def fill_or_wait(self, key: str, probe: Probe) -> Outcome:
         return self.flight.run(key, probe, lambda: self._present(key, probe),
                                lambda p: self._fill(key, p))
-
-    def on_write(self, key: str, probe: Probe) -> None:
-        """Delete the key (the next reader fills it under the lock), or write it through."""
-        if self._update:
-            self._fill(key, probe)
-        else:
-            self._deps.cache.delete(key)
-
-    def cached_version(self, key: str) -> int | None:
-        return version.cached_version(self._deps.cache, key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         def write() -> None:

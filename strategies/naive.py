@@ -6,19 +6,19 @@ from typing import ClassVar
 
 from strategies import version
 from strategies.base import Deps, Outcome, Probe
-from strategies.params import CommonParams, OnWrite, Ttl
+from strategies.params import CommonParams, Ttl
 from strategies.registry import register
 
 
 @register
-class Naive:
+class Naive(version.CacheAside):
     name: ClassVar[str] = "naive"
     Params = CommonParams
 
     def __init__(self, deps: Deps, params: CommonParams) -> None:
         self._deps = deps
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
-        self._update = params.on_write is OnWrite.UPDATE
+        self._on_write_from(params)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         raw = self._deps.cache.get(key)
@@ -32,15 +32,6 @@ class Naive:
         value = self._deps.loader.load(key, probe)
         version.served(probe, value)
         version.set_value(self._deps.cache, key, value, self._ttl.draw(), probe)
-
-    def on_write(self, key: str, probe: Probe) -> None:
-        if self._update:
-            self._fill(key, probe)
-        else:
-            self._deps.cache.delete(key)
-
-    def cached_version(self, key: str) -> int | None:
-        return version.cached_version(self._deps.cache, key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         self._deps.cache.set(key, value, pxat=expire_at_ms)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol, TypeVar
@@ -107,11 +108,14 @@ def _convert(name: str, key: str, value: str, kind: Callable[[str], Any]) -> Any
         if value not in allowed:
             raise InvalidStrategy(f"{name}: {key}={value!r} is not one of {'|'.join(allowed)}")
     try:
-        return kind(value)
+        converted = kind(value)
     except ValueError:
         raise InvalidStrategy(
             f"{name}: {key}={value!r} is not a valid {getattr(kind, '__name__', kind)}"
         ) from None
+    if kind is float and not math.isfinite(converted):  # float() takes inf, nan, 1e999
+        raise InvalidStrategy(f"{name}: {key}={value!r} is not a finite number")
+    return converted
 
 
 def _fmt(value: Any) -> str:

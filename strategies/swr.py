@@ -18,7 +18,7 @@ from strategies.base import Deps, Job, LockStoreDown, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.lock import prime_under_lock
 from strategies.locking import lock_key
-from strategies.params import LockErrorPolicy, LockParams, OnWrite, Ttl
+from strategies.params import LockErrorPolicy, LockParams, Ttl
 from strategies.registry import register
 
 
@@ -33,9 +33,10 @@ class SwrParams(LockParams):
 
 
 @register
-class StaleWhileRevalidate:
+class StaleWhileRevalidate(version.CacheAside):
     name: ClassVar[str] = "swr"
     Params = SwrParams
+    enveloped: ClassVar[bool] = True
 
     def __init__(self, deps: Deps, params: SwrParams) -> None:
         self._deps = deps
@@ -43,7 +44,7 @@ class StaleWhileRevalidate:
         self._hard_factor = params.hard_factor
         self._open = params.on_lock_error is LockErrorPolicy.OPEN
         self.flight = SingleFlight(deps, params, double_check=True)
-        self._update = params.on_write is OnWrite.UPDATE
+        self._on_write_from(params)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         raw = self._deps.cache.get(key)
@@ -111,18 +112,6 @@ class StaleWhileRevalidate:
         sent = time.time_ns()
         self._store(key, payload, self._ttl.draw().at_ms(), self._ttl.base_ms)
         version.stored(probe, payload, sent)
-
-    def on_write(self, key: str, probe: Probe) -> None:
-        """Remove the envelope (the next reader fills it fresh under the lock: nobody is served
-        the old value as ``stale``), or write the new one through."""
-        if self._update:
-            self._fill(key, probe)
-        else:
-            self._deps.cache.delete(key)
-
-    def cached_version(self, key: str) -> int | None:
-        raw = self._deps.cache.get(key)
-        return None if raw is None else version.version_of(envelope.unpack(raw).payload)
 
     def _store(self, key: str, payload: bytes, soft_at_ms: int, soft_ms: int) -> None:
         hard_at_ms = soft_at_ms + round(soft_ms * (self._hard_factor - 1.0))

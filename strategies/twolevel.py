@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import redis
+from redis.client import PubSub
 
 from strategies import version
 from strategies.base import Deps, Outcome, Probe, StrategyError
@@ -23,6 +24,7 @@ from strategies.params import Expiry, LockParams
 from strategies.registry import register
 
 CHANNEL = "stampede:invalidate"
+RESUBSCRIBE_S = 0.2  # how often a listener whose cache failed tries to subscribe again
 
 
 @dataclass(frozen=True)
@@ -36,29 +38,59 @@ class TwoLevelParams(LockParams):
 
 
 class Invalidations:
-    """The listener thread: drops local copies named on the channel."""
+    """The listener thread: drops local copies named on the channel.
+
+    A cache that fails under it (killed, restarted) is not the listener's death: it subscribes
+    again every ``RESUBSCRIBE_S`` until the cache answers, as a production listener must. While
+    it is away, invalidations can be missed; a local copy still lives at most ``local_ttl_ms``,
+    the bound two-level promises without invalidation. Any other failure is a bug: kept in
+    ``error`` and raised by every later fetch.
+    """
 
     def __init__(self, client: redis.Redis, local: dict[str, tuple[float, bytes]]) -> None:
         self.generation = 0
         self.error: BaseException | None = None
+        self.down: redis.RedisError | None = None  # the cache failed under the listener
+        self._client = client
         self._local = local
         self._stop = threading.Event()
-        self._pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-        self._pubsub.subscribe(CHANNEL)
+        self._pubsub = self._subscribe()
         self._thread = threading.Thread(target=self._run, name="invalidations", daemon=True)
         self._thread.start()
+
+    def _subscribe(self) -> PubSub:
+        pubsub: PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True)
+        try:
+            pubsub.subscribe(CHANNEL)
+        except BaseException:
+            pubsub.close()
+            raise
+        return pubsub
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
-                message = self._pubsub.get_message(timeout=0.1)
-                if message is not None:
-                    self.generation += 1
-                    self._local.pop(message["data"].decode(), None)
+                try:
+                    self._listen()
+                except redis.RedisError as exc:
+                    self.down = exc
+                    self.generation += 1  # a read racing the outage stores no local copy
+                    self._stop.wait(RESUBSCRIBE_S)
         except BaseException as exc:  # noqa: BLE001 - kept and raised by every later fetch
             self.error = exc
         finally:
             self._pubsub.close()
+
+    def _listen(self) -> None:
+        if self.down is not None:
+            self._pubsub.close()
+            self._pubsub = self._subscribe()
+            self.down = None
+        message = self._pubsub.get_message(timeout=0.1)
+        if message is not None:
+            self.generation += 1
+            self._local.pop(message["data"].decode(), None)
 
     def close(self) -> None:
         self._stop.set()

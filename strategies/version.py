@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import ClassVar
 
 import redis
 
-from strategies.base import Probe
-from strategies.params import Expiry
+from strategies import envelope
+from strategies.base import Deps, Probe
+from strategies.params import CommonParams, Expiry, OnWrite
 
 _VERSION = struct.Struct(">q")
 SIZE = _VERSION.size
@@ -55,3 +57,32 @@ def cached_version(cache: redis.Redis, key: str) -> int | None:
     """The version of a value stored as is (no envelope); None when the key is absent."""
     raw = cache.get(key)
     return None if raw is None else version_of(raw)  # type: ignore[arg-type]
+
+
+class CacheAside:
+    """A strategy's side of an origin write, for those that keep one value per key in the cache:
+    ``on_write=delete`` drops the key (the next reader fills it), ``update`` writes the new value
+    through with the strategy's own ``_fill``. ``enveloped``: the value sits in an
+    ``envelope`` (swr, xfetch), so its version is read from the envelope's payload."""
+
+    enveloped: ClassVar[bool] = False
+    _deps: Deps
+    _update: bool
+
+    def _on_write_from(self, params: CommonParams) -> None:
+        self._update = params.on_write is OnWrite.UPDATE
+
+    def _fill(self, key: str, probe: Probe) -> None:
+        raise NotImplementedError
+
+    def on_write(self, key: str, probe: Probe) -> None:
+        if self._update:
+            self._fill(key, probe)
+        else:
+            self._deps.cache.delete(key)
+
+    def cached_version(self, key: str) -> int | None:
+        if not self.enveloped:
+            return cached_version(self._deps.cache, key)
+        raw = self._deps.cache.get(key)
+        return None if raw is None else version_of(envelope.unpack(raw).payload)

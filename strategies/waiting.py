@@ -9,6 +9,8 @@ too. A push that happens before the waiter blocks stays in the list, so no wake-
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import redis
 
@@ -26,8 +28,12 @@ def wake_key(key: str) -> str:
 class Waiter:
     """One pause between two looks at the cache, by the wake mode of ``params``."""
 
-    def __init__(self, client: redis.Redis, params: WaitParams, token_ttl_ms: int) -> None:
+    def __init__(self, client: redis.Redis, params: WaitParams, token_ttl_ms: int,
+                 guard: Callable[[], AbstractContextManager[None]] = lock_store) -> None:
+        """``guard`` classifies the wake list's failures: the lock store's by default; lease
+        keeps its wake list on the cache, whose failures stay cache errors (RedisError)."""
         self._client = client
+        self._guard = guard
         self._notify = params.wake is Wake.NOTIFY
         self._poll_s = params.poll_ms / 1000
         self._max_wait_ns = int(params.max_wait_ms * 1e6)
@@ -45,20 +51,20 @@ class Waiter:
         if remaining_s <= 0.001:
             return  # BLPOP with timeout 0 would block forever
         name = wake_key(key)
-        with lock_store():
+        with self._guard():
             if self._client.blpop([name], timeout=min(remaining_s, MAX_BLOCK_S)) is not None:
                 self._client.rpush(name, _TOKEN)
 
     def reset(self, key: str) -> None:
         """A new fill begins: drop the previous fill's token (notify only)."""
         if self._notify:
-            with lock_store():
+            with self._guard():
                 self._client.delete(wake_key(key))
 
     def wake(self, key: str) -> None:
         """The value is written: wake every waiter (notify only); the token expires by itself."""
         if self._notify:
-            with lock_store():
+            with self._guard():
                 pipe = self._client.pipeline(transaction=False)
                 pipe.rpush(wake_key(key), _TOKEN)
                 pipe.pexpire(wake_key(key), self._token_ttl_ms)

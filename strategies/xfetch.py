@@ -22,7 +22,7 @@ from strategies.base import Deps, LockStoreDown, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.lock import prime_under_lock
 from strategies.locking import lock_key
-from strategies.params import CommonParams, LockErrorPolicy, LockParams, OnWrite, Ttl
+from strategies.params import CommonParams, LockErrorPolicy, LockParams, Ttl
 from strategies.registry import register
 
 
@@ -61,10 +61,11 @@ class XFetchLockParams(LockParams, XFetchParams):
 
 
 @register
-class XFetch:
+class XFetch(version.CacheAside):
     """Early recompute without a lock: at full expiry every reader misses (like naive)."""
 
     name: ClassVar[str] = "xfetch"
+    enveloped: ClassVar[bool] = True
     Params: ClassVar[type[XFetchParams | XFetchLockParams]] = XFetchParams
 
     def __init__(self, deps: Deps, params: XFetchParams | XFetchLockParams) -> None:
@@ -72,7 +73,7 @@ class XFetch:
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self._beta = params.beta
         self._origin_only = params.delta is DeltaMode.ORIGIN
-        self._update = params.on_write is OnWrite.UPDATE
+        self._on_write_from(params)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         raw = self._deps.cache.get(key)
@@ -93,6 +94,9 @@ class XFetch:
         self.fill(key, probe)
         return Outcome.FILLED
 
+    def _fill(self, key: str, probe: Probe) -> None:
+        self.fill(key, probe)
+
     def fill(self, key: str, probe: Probe) -> None:
         """Recompute, measure delta, write the value with its expiry and delta."""
         started, origin_before = time.perf_counter_ns(), probe.origin_ns
@@ -105,17 +109,6 @@ class XFetch:
         sent = time.time_ns()
         self._deps.cache.set(key, packed, px=expiry.px, pxat=expiry.pxat)
         version.stored(probe, payload, sent)
-
-    def on_write(self, key: str, probe: Probe) -> None:
-        """Remove the envelope, or recompute it now (a fresh delta, a fresh expiry)."""
-        if self._update:
-            self.fill(key, probe)
-        else:
-            self._deps.cache.delete(key)
-
-    def cached_version(self, key: str) -> int | None:
-        raw = self._deps.cache.get(key)
-        return None if raw is None else version.version_of(envelope.unpack(raw).payload)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         """Store ``value`` with a delta measured by one real recompute, so the first expiry

@@ -12,7 +12,10 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from coordinator.stack.processes import ManagedProcess
 
@@ -102,3 +105,17 @@ def _kill_left_in(ns: str) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
 
+
+
+@contextlib.contextmanager
+def lab_in(prefix: str) -> Iterator[tuple[Lab, Path]]:
+    """An open lab and a short work directory (unix socket paths live there), both removed after."""
+    workdir = Path(tempfile.mkdtemp(prefix=prefix))
+    workdir.chmod(0o755)
+    net = Lab()
+    try:
+        net.open()
+        yield net, workdir
+    finally:
+        net.close()
+        subprocess.run(["rm", "-rf", str(workdir)], check=False, timeout=30)

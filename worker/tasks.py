@@ -14,6 +14,7 @@ from model.wire import BASELINE, CLOCK, HOST_FACTS, RUN_TRIAL, InvalidTaskArgume
 from results import transport
 from worker.app import app
 from worker.baseline import BaselineSpec, run_baseline
+from worker.heartbeat import Heartbeat
 from worker.recorder import Recorder
 from worker.trial import run_trial
 
@@ -38,11 +39,14 @@ def run_trial_task(self: Task, spec: object) -> dict[str, Any]:
         log.error("rejected task %s: %s", self.request.id, exc)
         raise
     services = Services.from_env()
+    task_id, request = self.request.id, self.request  # thread-local: taken here, for the beats
 
-    def progress(counts: dict[str, Any]) -> None:
-        self.update_state(state="PROGRESS", meta=counts)
+    def send(meta: dict[str, Any]) -> None:
+        self.backend.store_result(task_id, meta, "PROGRESS", request=request)
 
-    return run_trial(trial, services, progress).to_json()
+    with Heartbeat(send, trial.progress_interval_s) as beat:
+        result = run_trial(trial, services, beat.update)
+    return result.to_json()
 
 
 @app.task(name=CLOCK)

@@ -1,6 +1,7 @@
 """``coordinator``: launch an experiment, or report on a finished one.
 
-Exit codes: 0 success, 1 the run failed, 2 bad input (one line naming the option), 130 Ctrl-C.
+Exit codes: 0 success, 1 the run failed, 2 bad input (one line naming the option), 3 a worker
+was lost (the run went on degraded, or stopped with --on-worker-loss fail), 130 Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
@@ -14,13 +15,21 @@ import click
 
 from coordinator import defaults
 from coordinator.cli.launch import RunFailed, launch
-from coordinator.cli.options import fault_list, observe_options, service_options, strategy_list
+from coordinator.cli.options import (
+    fault_list,
+    liveness_options,
+    observe_options,
+    service_options,
+    strategy_list,
+)
 from coordinator.cli.rerun import rerun
 from coordinator.cli.workload_options import workload_options
+from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
 from results import compare, report, store, summary
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
+EXIT_WORKER_LOST = 3  # coordinator.liveness: run.json status degraded (or incomplete with fail)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -62,12 +71,17 @@ def cli() -> None:
               metavar="TARGET:ACTION@SECONDS[+DURATION]",
               help="Inject a fault in every trial (repeatable; embedded stack only), e.g. "
                    "lock-store:kill@5, lock-store:pause@4+2, cache:kill@3, origin:lock@3+2, "
-                   "origin:exhaust@3+2, worker:kill@3, broker:restart@SECONDS>=--seconds.")
+                   "origin:exhaust@3+2, worker:kill@3, worker:kill:w2@3 (worker w2), "
+                   "broker:restart@SECONDS>=--seconds.")
+@click.option("--net-control", envvar="STAMPEDE_NET_CONTROL", default=None, metavar="HOST:PORT",
+              help="The namespace lab's link control, for net: faults (net:partition:A-B@S+D, "
+                   "net:delay:A-B=MS, net:loss:A-B=PCT; docs/faults.md) [env STAMPEDE_NET_CONTROL].")
 @click.option("--expiry", type=click.Choice([m.value for m in ExpiryMode]),
               default=ExpiryMode.DRIFT.value, show_default=True,
               help="drift: each value lives one TTL after its fill (experiment 000); aligned: every "
                    "value expires at the next TTL boundary of the trial's clock (synchronized).")
 @workload_options
+@liveness_options
 @observe_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
@@ -136,12 +150,15 @@ def main(argv: list[str] | None = None) -> None:
         where = exc.ctx.command_path if exc.ctx else "coordinator"
         click.echo(f"{where}: error: {exc.format_message()}", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    except click.Abort:
-        click.echo("coordinator: interrupted", err=True)
+    except click.Abort:  # click's form of KeyboardInterrupt (Ctrl-C, or SIGTERM above)
+        click.echo("coordinator: interrupted; completed trials are kept", err=True)
         sys.exit(EXIT_INTERRUPTED)
     except RunFailed as exc:
         click.echo(f"coordinator: run failed: {exc}", err=True)
         sys.exit(EXIT_FAILED)
+    except WorkersLost as exc:
+        click.echo(f"coordinator: {exc}", err=True)
+        sys.exit(EXIT_WORKER_LOST)
     except KeyboardInterrupt:
         click.echo("\ncoordinator: interrupted; completed trials are kept", err=True)
         sys.exit(EXIT_INTERRUPTED)

@@ -15,7 +15,12 @@ import redis
 from celery.exceptions import CeleryError
 
 from coordinator import faults
-from coordinator.cli.workload_options import apply_preset, build_workload, trial_seconds
+from coordinator.cli.workload_options import (
+    apply_preset,
+    build_workload,
+    stage_warning,
+    trial_seconds,
+)
 from coordinator.clock import ClockError
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
@@ -23,6 +28,8 @@ from coordinator.defaults import Timing
 from coordinator.dispatch import DispatchError, client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
+from coordinator.faults.net import LinkControl, NetControlError
+from coordinator.liveness import LossPolicy, WorkersLost
 from coordinator.manifest import mask_argv
 from coordinator.observe.session import ObserveOptions, Observer
 from coordinator.observe.session import check as observe_check
@@ -62,10 +69,13 @@ def services_from(options: dict[str, Any]) -> Services | None:
 
 
 def timing_from(options: dict[str, Any]) -> Timing:
-    """The default timing, with ``--worker-timeout`` when given."""
-    if options.get("worker_timeout") is None:
-        return Timing()
-    return replace(Timing(), worker_wait_s=float(options["worker_timeout"]))
+    """The default timing, with ``--worker-timeout`` and ``--worker-silence`` when given."""
+    timing = Timing()
+    if options.get("worker_timeout") is not None:
+        timing = replace(timing, worker_wait_s=float(options["worker_timeout"]))
+    if options.get("worker_silence_s") is not None:
+        timing = replace(timing, worker_silence_s=float(options["worker_silence_s"]))
+    return timing
 
 
 def config_from(options: dict[str, Any]) -> LaunchConfig:
@@ -78,6 +88,8 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
     workload = build_workload(options)
     timing = timing_from(options)
     seconds = trial_seconds(workload, options["seconds"], timing.warmup_s, options["ttl_s"])
+    if (warning := stage_warning(workload, options["seconds"])) is not None:
+        click.echo(f"coordinator: warning: {warning}", err=True)
     config = LaunchConfig(
         workers=options["workers"], clients=options["clients"], strategies=options["strategies"],
         ttl_s=options["ttl_s"], seconds=seconds,
@@ -86,7 +98,9 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         keys=primed_keys(workload), timing=timing, workload=workload,
         force_clock=bool(options.get("force_clock")),
         faults=tuple(options.get("faults") or ()),
+        net_control=options.get("net_control") or None,
         expiry=ExpiryMode(options.get("expiry") or ExpiryMode.DRIFT),
+        on_worker_loss=LossPolicy(options.get("on_worker_loss") or LossPolicy.CONTINUE),
         preset=options.get("preset"), command=mask_argv(typed_argv(), services),
     )
     check_config(config)
@@ -104,19 +118,42 @@ def typed_argv() -> list[str]:
 
 def check_config(config: LaunchConfig) -> None:
     """Bad combinations of options (or of a manifest and new services): one line, exit 2."""
-    if config.faults and config.services is not None:
+    on_links = tuple(f for f in config.faults if f.target is faults.Target.NET)
+    on_processes = tuple(f for f in config.faults if f.target is not faults.Target.NET)
+    if on_processes and config.services is not None:
         raise click.BadParameter(
-            f"{faults.label(config.faults)}: faults act on the embedded stack's own processes; "
+            f"{faults.label(on_processes)}: faults act on the embedded stack's own processes; "
             "not allowed with remote services (drop --fault or the service URLs)",
             param_hint="--fault")
+    if on_links and (config.net_control is None or config.services is None):
+        raise click.BadParameter(
+            f"{faults.label(on_links)}: net: faults act on the links of the namespace lab; they need "
+            "its services (--cache-url ...) and its link control (--net-control HOST:PORT or "
+            "STAMPEDE_NET_CONTROL)", param_hint="--fault")
     try:
         config.schedule().check()
     except PlanError as exc:
         raise click.UsageError(str(exc)) from None
     try:
-        faults.check(config.faults, config.seconds)
+        faults.check(config.faults, config.seconds, workers=config.workers)
     except faults.FaultError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from None
+
+
+def link_control(config: LaunchConfig) -> LinkControl | None:
+    """The lab's link control when net: faults need it; bad input (exit 2) when it cannot serve them."""
+    on_links = tuple(f for f in config.faults if f.target is faults.Target.NET)
+    if not on_links or config.net_control is None:
+        return None
+    try:
+        control = LinkControl.parse(config.net_control)
+        unknown = control.unknown(on_links)
+    except (ValueError, NetControlError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--net-control") from None
+    if unknown:
+        raise click.BadParameter(f"the lab routes no link {', '.join(unknown)} (it routes "
+                                 f"{', '.join(control.links()) or 'none'})", param_hint="--fault")
+    return control
 
 
 def primed_keys(workload: Workload) -> tuple[str, ...]:
@@ -153,6 +190,7 @@ def launch(options: dict[str, Any]) -> Path:
 def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None) -> Path:
     """Run ``config`` into its run directory, print the summary table; return the directory."""
     check_reachable(config.services)
+    net = link_control(config)
     console = Console(quiet=quiet)
     writer = open_run_dir(config.out)
     console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
@@ -169,12 +207,22 @@ def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions |
                 watched = embedded
                 if config.faults:
                     hooks = Injector(embedded, config.faults, config.seconds, console.say)
+            elif net is not None:
+                hooks = Injector(None, config.faults, config.seconds, console.say, net=net)
+                stack.callback(hooks.close)
+                hooks.open()
             stack.enter_context(observer.running(services, watched))
             app = client_app(services.broker_url)
             stack.callback(app.close)
-            run_experiment(config, services, app, writer, console, hooks)
+            state = run_experiment(config, services, app, writer, console, hooks)
     except RUN_ERRORS as exc:
         raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
+    except WorkersLost:  # --on-worker-loss fail: the completed trials' table, then exit 3
+        if (writer.root / "trials.parquet").exists():
+            click.echo(summary.render_summary(writer.root))
+        raise
     click.echo(summary.render_summary(writer.root))
     console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")
+    if state.roster is not None and state.roster.degraded:
+        raise WorkersLost(f"run degraded: {state.roster.describe()} (run.json status degraded)")
     return writer.root

@@ -9,7 +9,8 @@ from urllib.parse import urlsplit
 import click
 
 import strategies
-from coordinator import faults
+from coordinator import defaults, faults
+from coordinator.liveness import LossPolicy
 from model.services import ENV, METRICS_PORT_ENV
 from strategies import StrategySpec
 
@@ -96,3 +97,16 @@ def observe_options(func: F) -> F:
         "--observe", is_flag=True,
         help="Start the system's prometheus on loopback scraping every worker, the coordinator and "
              "the exporters each second; data in RUN_DIR/prometheus (embedded stack only).")(func)
+
+
+def liveness_options(func: F) -> F:
+    """``--worker-silence`` and ``--on-worker-loss`` (docs/faults.md, "Lost workers")."""
+    func = click.option(
+        "--on-worker-loss", type=click.Choice([p.value for p in LossPolicy]),
+        default=defaults.ON_WORKER_LOSS, show_default=True,
+        help="A lost worker: continue with the survivors (clients re-split, run degraded, exit 3) "
+             "or fail (stop after that trial, exit 3).")(func)
+    return click.option(
+        "--worker-silence", "worker_silence_s", type=click.FloatRange(1, 3600), default=None,
+        help=f"Seconds without a heartbeat after which a worker is lost [default: "
+             f"{defaults.Timing().worker_silence_s:g}; at least 1].")(func)

@@ -50,6 +50,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "invalidate_rate": 8.0, "origin_target_ms": 15.0, "think_ms": 1.0,  # as two-level's
         "strategies": "naive,lock-dc,lease,swr,two-level", "scale": 500_000,
     },
+    # Issue 15: "if Redis goes down, does my database survive?" The cache is SIGKILLed 4 s into
+    # each trial (restarted and primed again before the next): lock-dc as today (fail), then
+    # the three with production's fallback to the database (on_cache_error=origin).
+    "cache-down": {
+        "keys": "hot", "clients": 40, "workers": 2, "ttl_s": 2.0, "seconds": 8.0,
+        "faults": ("cache:kill@4",), "think_ms": 1.0,  # as two-level's: local hits hold the GIL
+        "strategies": "lock-dc,naive:on_cache_error=origin,lock-dc:on_cache_error=origin,"
+                      "two-level:on_cache_error=origin", "scale": 200_000,
+    },
 }
 
 
@@ -132,6 +141,19 @@ def build_workload(options: dict[str, Any]) -> Workload:
         )
     except InvalidWorkload as exc:
         raise click.UsageError(str(exc)) from None
+
+
+def stage_warning(workload: Workload, seconds: float) -> str | None:
+    """``--stage-seconds`` with one stage makes no stages; say what it does instead.
+
+    A warning, not an error: the run is well defined (one stage of that length, e.g. a preset's
+    stage length with a single ``--bypass``), unlike several stages without a length.
+    """
+    if workload.stage_s <= 0 or workload.stages > 1:
+        return None
+    return (f"--stage-seconds {workload.stage_s:g} with one stage (no --rate or --bypass list) "
+            f"makes no stages: each trial lasts warm-up + {workload.stage_s:g} s + drain, "
+            f"and --seconds ({seconds:g}) is not used")
 
 
 def trial_seconds(workload: Workload, seconds: float, warmup_s: float, ttl_s: float) -> float:

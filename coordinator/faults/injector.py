@@ -7,6 +7,7 @@ runner calls ``between_trials`` before each next trial, which restarts what a fa
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -16,12 +17,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from coordinator.faults.net import LinkControl, NetControlError
 from coordinator.faults.origin_holds import OriginHold, exhaust_origin, lock_orders
-from coordinator.faults.spec import LASTING, Action, Fault, Target, label
+from coordinator.faults.spec import LASTING, STANDING, Action, Fault, Target, label
 from coordinator.plan import TrialPlan
 from coordinator.stack import EmbeddedStack
+from coordinator.stack.celery_workers import LOCAL_HOST
 from coordinator.stack.processes import ManagedProcess
-from results.fault_stats import FAULT_FIELDS, under_fault
+from results.fault_stats import FAULT_FIELDS, LOAD_FIELDS, origin_load, under_fault
 
 APPLY_TIMEOUT_S = 15.0  # bound on waiting for a fault that is being applied
 
@@ -67,21 +70,47 @@ class TrialHooks:
 
 
 class Injector(TrialHooks):
-    """Acts on the embedded stack's ManagedProcess objects (PIDs we own) and its PostgreSQL."""
+    """Acts on the embedded stack's ManagedProcess objects (PIDs we own) and its PostgreSQL, and
+    on the namespace lab's links through its link control (``net:`` faults; no stack needed)."""
 
-    def __init__(self, stack: EmbeddedStack, faults: Sequence[Fault], trial_s: float,
-                 say: Callable[[str], None]) -> None:
-        self.stack, self.faults, self.trial_s, self.say = stack, tuple(faults), trial_s, say
+    def __init__(self, stack: EmbeddedStack | None, faults: Sequence[Fault], trial_s: float,
+                 say: Callable[[str], None], net: LinkControl | None = None) -> None:
+        self._stack, self.faults, self.trial_s, self.say = stack, tuple(faults), trial_s, say
+        self.net = net
+        self._standing: dict[Fault, str] = {}  # net:delay / net:loss set for the whole run
         self._timers: list[threading.Timer] = []
         self._mutex = threading.Lock()
         self._applied: list[Applied] = []
         self._lifts: dict[Fault, Callable[[], None]] = {}
         self._killed_workers: set[str] = set()
 
+    @property
+    def stack(self) -> EmbeddedStack:
+        if self._stack is None:
+            raise RuntimeError("process faults need the embedded stack")
+        return self._stack
+
+    def open(self) -> None:
+        """Set the faults that hold for the whole run (before the first trial's floor is measured)."""
+        for fault in self.faults:
+            if fault.action in STANDING:
+                self._standing[fault], _ = self._link_control().apply(fault)
+                self.say(f"fault {fault.label}: {self._standing[fault]} (the whole run)")
+
+    def close(self) -> None:
+        """Lift the whole-run faults (every link back to clear)."""
+        if self._standing and self.net is not None:
+            self._standing.clear()
+            self.say(f"faults lifted: {self.net.ask('reset')}")
+
     def arm(self, plan: TrialPlan) -> None:
         self._applied, self._lifts, self._killed_workers = [], {}, set()
         for fault in self.faults:
             if fault.between_trials:
+                continue
+            if fault.action in STANDING:  # set by ``open``: held since before the trial started
+                self._applied.append(Applied(fault, plan.start_ns, self._standing.get(fault, ""),
+                                             None if fault in self._standing else "not set"))
                 continue
             self._after(plan, fault.at_s, self._apply, fault)
             if fault.action in LASTING:
@@ -118,7 +147,9 @@ class Injector(TrialHooks):
 
     def between_trials(self) -> list[str]:
         """Restart the broker where asked, then every process a fault killed (same port)."""
-        restarted = []
+        restarted: list[str] = []
+        if self._stack is None:  # remote services (the namespace lab): nothing of ours to restart
+            return restarted
         for fault in self.faults:
             if fault.between_trials:
                 self.say(f"fault {fault.label}: restarting the broker")
@@ -138,12 +169,16 @@ class Injector(TrialHooks):
         self.say(f"fault {fault.label}: {detail}" + (f" FAILED: {error}" if error else ""))
 
     def _act(self, fault: Fault) -> str:
+        if fault.target is Target.NET:
+            detail, release = self._link_control().apply(fault)
+            self._hold(fault, OriginHold(detail, release))
+            return detail
         if fault.target is Target.ORIGIN:
             hold = (lock_orders if fault.action is Action.LOCK else exhaust_origin)(
                 self.stack.services.origin_dsn)
             self._hold(fault, hold)
             return hold.detail
-        proc = self._process(fault.target)
+        proc = self._process(fault.target, fault.worker)
         if fault.action is Action.PAUSE:
             proc.signal(signal.SIGSTOP)
             self._hold(fault, OriginHold("", lambda: proc.signal(signal.SIGCONT)))
@@ -155,10 +190,15 @@ class Injector(TrialHooks):
                 self._killed_workers.add(proc.name)
         return f"SIGKILL {proc.name} (pid {proc.pid})"
 
-    def _process(self, target: Target) -> ManagedProcess:
-        if target is Target.WORKER:
-            return self.stack.workers[-1]
+    def _process(self, target: Target, worker: str | None = None) -> ManagedProcess:
+        if target is Target.WORKER:  # the worker named (w2 -> w2@stampede-local), else the last
+            return self.stack.process(f"{worker}@{LOCAL_HOST}") if worker else self.stack.workers[-1]
         return self.stack.process(target.value)
+
+    def _link_control(self) -> LinkControl:
+        if self.net is None:
+            raise NetControlError("net: faults need the lab's link control (--net-control)")
+        return self.net
 
     def _hold(self, fault: Fault, hold: OriginHold) -> None:
         with self._mutex:
@@ -175,8 +215,9 @@ class Injector(TrialHooks):
 def fault_columns(report: FaultReport, start_ns: int, rows: pa.Table,
                   workers_lost: int) -> dict[str, Any]:
     """The trial's fault columns (results/schema.py): label, instant, completeness, counts."""
-    counts: dict[str, Any] = dict.fromkeys(FAULT_FIELDS, 0)
+    counts: dict[str, Any] = dict.fromkeys(FAULT_FIELDS, 0) | dict.fromkeys(LOAD_FIELDS, math.nan)
     if report.window is not None:
-        counts = dict(under_fault(rows, *report.window))
+        counts = dict(under_fault(rows, *report.window)) | origin_load(rows, start_ns,
+                                                                       *report.window)
     return {"fault": report.label, "fault_at_s": report.first_at_s(start_ns),
             "workers_lost": workers_lost, "complete": workers_lost == 0, **counts}

@@ -1,4 +1,4 @@
-"""Origin faults on a real PostgreSQL: a blocking table lock, or pools run dry.
+"""Origin faults on a real PostgreSQL: a blocking table lock, or the pools' connections held.
 
 Each returns an ``OriginHold`` whose ``release`` lifts the fault; the injector calls it after the
 fault's duration or at the trial's end, so no origin wait outlasts the trial.
@@ -7,6 +7,8 @@ fault's duration or at the trial's end, so no origin wait outlasts the trial.
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +16,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from coordinator.connect import pg_connect
 from model.services import WORKER_APP
 
 
@@ -25,7 +28,7 @@ class OriginHold:
 
 def lock_orders(dsn: str) -> OriginHold:
     """``LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`` in an open transaction: origin queries block."""
-    conn = psycopg.connect(dsn, connect_timeout=5, application_name="stampede-fault")
+    conn = pg_connect(dsn, application_name="stampede-fault")
     conn.execute("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE")
 
     def release() -> None:
@@ -37,28 +40,42 @@ def lock_orders(dsn: str) -> OriginHold:
 
 
 def exhaust_origin(dsn: str) -> OriginHold:
-    """Run the workers' origin pools dry: drop their connections and refuse new ones.
+    """Hold every connection of the workers' origin pools, and refuse new ones.
 
-    ``ALLOW_CONNECTIONS false`` on the database (superusers included), then every worker
-    backend is terminated: pooled connections fail, the pools cannot reconnect, and requests
-    wait for a pool connection until PoolTimeout, as when a real pool is exhausted. The one
-    connection held here lets connections in again on release.
+    The PostgreSQL backend of each pooled worker connection is stopped (SIGSTOP; the embedded
+    stack's server runs on this host): a request that takes one of the pool's connections hangs
+    in its query, every other request waits for the pool until PoolTimeout, as when slow queries
+    hold a whole pool (experiment 003). ``ALLOW_CONNECTIONS false`` on the database (superusers
+    included) keeps a pool from opening others. Nothing is dropped, so the release (SIGCONT,
+    then connections allowed again) hands the same connections back at once.
     """
     database = str(conninfo_to_dict(dsn).get("dbname") or "postgres")
     # A database cannot refuse connections to itself from inside: act from template1.
-    conn = psycopg.connect(make_conninfo(dsn, dbname="template1"), connect_timeout=5,
-                           autocommit=True, application_name="stampede-fault")
-    conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(
-        sql.Identifier(database)))
-    row = conn.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
-                       " WHERE application_name = %s", (WORKER_APP,)).fetchone()
+    conn = pg_connect(make_conninfo(dsn, dbname="template1"), autocommit=True,
+                      application_name="stampede-fault")
+    stopped: list[int] = []
 
     def release() -> None:
         try:
+            for pid in stopped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
             conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(
                 sql.Identifier(database)))
         finally:
             conn.close()
 
-    return OriginHold(f"refusing connections to {database}, dropped "
-                      f"{int(row[0]) if row else 0} worker connections", release)
+    try:
+        conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(
+            sql.Identifier(database)))
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                            " AND backend_type = 'client backend'", (WORKER_APP,)).fetchall()
+        for (pid,) in rows:
+            with contextlib.suppress(ProcessLookupError):  # a backend that just ended
+                os.kill(int(pid), signal.SIGSTOP)
+                stopped.append(int(pid))
+    except BaseException:
+        release()
+        raise
+    return OriginHold(f"refusing connections to {database}, holding {len(stopped)} worker "
+                      "connections", release)

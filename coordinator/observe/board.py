@@ -19,6 +19,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
 
+from coordinator.connect import redis_from_url
 from coordinator.plan import TrialPlan
 
 PHASES = ("idle", "lead", "warmup", "window", "drain", "gathering")
@@ -74,7 +75,7 @@ class Board(Collector):
         self._thread.start()
 
     def _listen(self, cache_url: str) -> None:
-        client = redis.Redis.from_url(cache_url, socket_timeout=5.0)
+        client = redis_from_url(cache_url, socket_timeout=5.0)
         pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         with contextlib.suppress(redis.RedisError, OSError, ValueError):
             pubsub.psubscribe("__keyevent@*__:expired")

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
+from coordinator.connect import pg_connect
 from model.origin import ORIGIN_SQL, OriginShape, sql_of, window_for
 from model.workload import Query
 
@@ -28,7 +27,7 @@ def _median_ms(dsn: str, sql: str, params: Sequence[tuple[Any, ...]], warm_up: i
     """Median wall time of ``sql`` over ``params``; the first ``warm_up`` runs are not counted
     (they read pages into the buffer cache)."""
     times = []
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         for i, args in enumerate(params):
             t0 = time.perf_counter()
             conn.execute(sql, args).fetchall()

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import psycopg
-
+from coordinator.connect import pg_connect
 from model.origin import CATEGORIES, DATA_DAYS, DATA_START, ensure_versions
 
 
@@ -13,13 +12,13 @@ class OriginNotReady(RuntimeError):
 
 def prepare_versions(dsn: str) -> None:
     """Every read joins ``key_writes``: make sure it exists in an origin seeded elsewhere."""
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         ensure_versions(conn)
 
 
 def require_orders(dsn: str) -> None:
     """Without --seed the existing table is measured: say clearly when there is none."""
-    with psycopg.connect(dsn, autocommit=True, connect_timeout=10) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT to_regclass('orders') IS NOT NULL, "
                            "to_regclass('orders_created_at') IS NOT NULL").fetchone()
     if not row or not row[0]:
@@ -32,7 +31,7 @@ def require_orders(dsn: str) -> None:
 
 def seed_orders(dsn: str, rows: int) -> None:
     """Create ``orders`` with ``rows`` random orders over one year and an index on the time."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         ensure_versions(conn)
         conn.execute("DROP TABLE IF EXISTS orders")
         conn.execute(
@@ -56,7 +55,7 @@ def seed_products(dsn: str, rows: int) -> None:
     Only the primary key is indexed: the lookup by id is light, and the ranking (top 10 of a
     category by sales) must scan every row, which is what made it heavy in 003.
     """
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         ensure_versions(conn)
         conn.execute("DROP TABLE IF EXISTS products")
         conn.execute(
@@ -74,7 +73,7 @@ def seed_products(dsn: str, rows: int) -> None:
 
 def count_rows(dsn: str, table: str) -> int:
     """Rows in ``table`` (0 when it does not exist): the size of a dataset seeded elsewhere."""
-    with psycopg.connect(dsn, autocommit=True) as conn:
+    with pg_connect(dsn, autocommit=True) as conn:
         if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone() == (None,):
             return 0
         row = conn.execute(f"SELECT count(*) FROM {table}").fetchone()  # table: a constant

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 
+from coordinator.defaults import CONNECT_TIMEOUT_S
 from coordinator.stack.processes import ManagedProcess, StackError, free_port
 
 INSTALL_HINT = "install PostgreSQL: apt-get install postgresql (Debian 12 brings version 15)"
@@ -105,7 +106,7 @@ def start_postgres(workdir: Path, max_connections: int = 300, bind: str = "127.0
     local = f"postgresql://postgres@/postgres?host={sock}&port={port}"
     try:
         proc.wait_until(lambda: _accepts(local), 30, "accepting connections")
-        with psycopg.connect(local, autocommit=True) as conn:
+        with psycopg.connect(local, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     except BaseException:
         proc.stop()

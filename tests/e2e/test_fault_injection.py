@@ -99,8 +99,11 @@ def test_origin_pool_exhausted(stack: EmbeddedStack, tmp_path: Path) -> None:
     trials, meta, said = run(stack, tmp_path, "origin:exhaust@1+1", "naive")
     (naive,) = trials
     assert meta["status"] == "complete" and naive["complete"]
-    assert any("dropped" in line and "FAILED" not in line for line in said), said
-    assert naive["fault_errors"] > 0  # dropped and unavailable origin connections
+    assert any("holding" in line and "worker connections" in line and "FAILED" not in line
+               for line in said), said
+    # Held, not dropped: the fills hang until the lift (1 s), none fails fast, none is lost.
+    assert naive["fault_errors"] == 0 and naive["max_ms"] >= 500
+    assert naive["db_calls_match"]
 
 
 def test_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
@@ -123,3 +126,12 @@ def test_broker_restarted_between_trials(stack: EmbeddedStack, tmp_path: Path) -
     assert all(t["complete"] and t["requests"] > 0 for t in trials)
     assert any("recovered: restarted broker" in line for line in said)
     assert stack.process("broker").pid != pid
+
+
+def test_named_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
+    trials, _, said = run(stack, tmp_path, "worker:kill:w1@1", "naive")
+    (naive,) = trials
+    assert naive["fault"] == "worker:kill:w1@1" and naive["workers_lost"] == 1
+    assert any("SIGKILL w1@stampede-local" in line for line in said), said
+    rows = store.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
+    assert set(rows["worker"].to_pylist()) == {"w2@stampede-local"}  # w1's rows are the lost ones

@@ -1,4 +1,6 @@
-"""Ctrl-C (SIGINT) mid-trial: exit 130, completed trials readable, run incomplete, no process left."""
+"""Ctrl-C (SIGINT) and SIGTERM mid-trial, each sent to the coordinator's PID alone: exit 130,
+completed trials readable, run incomplete, no process of the launch left (the stack's servers
+and workers, and the coordinator's own children such as the expiry listener)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,41 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from results import store
 from tests.helpers import ROOT, alive, coordinator_argv, stack_pids
 
 
-def test_sigint_mid_trial_stops_everything(tmp_path: Path) -> None:
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` now (from /proc)."""
+    parent: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        parent[int(stat.parent.name)] = int(fields[1])
+    found, todo = set(), [pid]
+    while todo:
+        below = todo.pop()
+        children = [child for child, ppid in parent.items() if ppid == below]
+        found.update(children)
+        todo.extend(children)
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive and not a zombie (an exited orphan, such as multiprocessing's resource tracker,
+    waits for init to reap it)."""
+    try:
+        return alive(pid) and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_signal_mid_trial_stops_everything(tmp_path: Path, signum: signal.Signals) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(
         coordinator_argv("launch", "--workers", "2", "--clients", "8", "--seconds", "4",
@@ -29,16 +61,19 @@ def test_sigint_mid_trial_stops_everything(tmp_path: Path) -> None:
         assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
         time.sleep(0.1)
     time.sleep(2.0)  # trial 2 is running now
-    proc.send_signal(signal.SIGINT)
+    started = descendants(proc.pid)
+    proc.send_signal(signum)
     t0 = time.monotonic()
     code = proc.wait(timeout=30)
     assert code == 130, "".join(lines)
     assert time.monotonic() - t0 < 15  # a few seconds, not a hang
     reader.join(5)
+    assert "coordinator: interrupted; completed trials are kept" in "".join(lines)
     pids = stack_pids("".join(lines))
     assert len(pids) == 6, lines  # 3 redis, postgres, 2 workers
+    assert set(pids) <= started
     time.sleep(1)
-    assert [p for p in pids if alive(p)] == []
+    assert [p for p in started if running(p)] == []
     assert store.read_meta(out)["status"] == "incomplete"
     trials = store.read_trials(out).to_pylist()
     assert [t["trial"] for t in trials] == [1] and trials[0]["requests"] > 0

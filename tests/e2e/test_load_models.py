@@ -10,6 +10,7 @@ import pytest
 
 from coordinator.cli import main
 from results import figures, store
+from results.schema import WRITE_OP
 
 
 def _launch(out: Path, *args: str) -> pa.Table:
@@ -24,14 +25,17 @@ def test_closed_loop_many_keys_think_time_and_invalidation(tmp_path: Path) -> No
     rows = _launch(tmp_path / "run", "--clients", "6", "--keys", "many:20", "--ttl", "1",
                    "--seconds", "3", "--think-ms", "20", "--invalidate-rate", "20")
     reads = rows.filter(pc.equal(rows["op"], "orders"))
-    writes = rows.filter(pc.equal(rows["op"], "invalidate"))
+    writes = rows.filter(pc.equal(rows["op"], WRITE_OP))
     assert len(set(reads["key"].to_pylist())) == 20
     # think time bounds each client to < 1 request per 20 ms over ~3 s (+ lead slack)
     per_client = pc.value_counts(reads["client"]).field("counts").to_pylist()
     assert max(per_client) <= 3.5 / 0.020
     behind = pc.subtract(reads["t_start_ns"], reads["t_intended_ns"])
     assert pc.min(behind).as_py() >= 0 and pc.max(behind).as_py() < 50_000_000  # closed: no schedule
-    assert 20 <= writes.num_rows <= 3 * 20 + 1  # one writer (worker 0) at 20/s for ~3 s
+    # one writer (worker 0), Poisson arrivals at 20/s for ~3 s: 60 expected, sd ~8
+    assert 20 <= writes.num_rows <= 100
+    bumps = list(zip(writes["key"].to_pylist(), writes["version_served"].to_pylist(), strict=True))
+    assert len(set(bumps)) == len(bumps) and min(v for _, v in bumps) >= 1  # a version per write
     assert pc.sum(pc.equal(writes["outcome"], "error")).as_py() == 0
     trials = store.read_trials(tmp_path / "run").to_pylist()
     assert trials[0]["db_calls_match"], trials[0]

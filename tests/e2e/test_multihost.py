@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,12 +19,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from coordinator.stack.celery_workers import worker_argv
-from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
-from coordinator.stack.redis_server import start_redis
 from model.services import Services
 from tests.helpers import coordinator
-from tests.netns_lab import Lab, netns_available
+from tests.netlab_links import start_services
+from tests.netns_lab import Lab, lab_in, netns_available
 
 TTL_S = 0.5
 WORKERS = ("w1", "w2")
@@ -38,30 +35,8 @@ def lab() -> Iterator[tuple[Lab, Path]]:
     reason = netns_available()
     if reason:
         pytest.skip(reason)
-    workdir = Path(tempfile.mkdtemp(prefix="slnet-"))  # short: unix socket paths live here
-    workdir.chmod(0o755)
-    net = Lab()
-    try:
-        net.open()
-        yield net, workdir
-    finally:
-        net.close()
-        subprocess.run(["rm", "-rf", str(workdir)], check=False, timeout=30)
-
-
-def _start_services(net: Lab, workdir: Path) -> Services:
-    urls = {}
-    for role in ("cache", "locks", "broker"):
-        ns, address = net.host(role)
-        proc, urls[role] = start_redis(role, workdir, bind=address, port=6379,
-                                       prefix=net.run_in(ns))
-        net.processes.append(proc)
-    ns, address = net.host("origin")
-    pgdir = workdir / "origin"
-    pgdir.mkdir(mode=0o755)
-    proc, dsn = start_postgres(pgdir, bind=address, port=5432, prefix=net.run_in(ns))
-    net.processes.append(proc)
-    return Services(urls["cache"], urls["locks"], urls["broker"], dsn)
+    with lab_in("slnet-") as opened:
+        yield opened
 
 
 def _start_workers(net: Lab, workdir: Path, services: Services) -> None:
@@ -99,7 +74,7 @@ def _expiry_clusters(times_ns: list[tuple[int, str]], gap_ns: int) -> list[dict[
 
 def test_launch_across_namespace_hosts(lab: tuple[Lab, Path]) -> None:
     net, workdir = lab
-    services = _start_services(net, workdir)
+    services = start_services(net, workdir)
     _start_workers(net, workdir, services)
     out = _launch(net, workdir, services)
 

@@ -34,10 +34,12 @@ SLOW_LEASE_OK = "max_wait_ms=20000,lease_ms=20000"
     f"lock-dc:{SLOW_OK}", f"lock-dc:wake=notify,{SLOW_OK}", f"lease:{SLOW_LEASE_OK}",
     f"lease:wake=notify,{SLOW_LEASE_OK}", f"local-lock:{SLOW_OK}", f"xfetch-lock:{SLOW_OK}",
     f"swr:{SLOW_OK}", f"two-level:{SLOW_OK}"])
+@pytest.mark.parametrize("on_cache_error", ["fail", "origin"])
 def test_fifty_threads_on_an_expired_key_make_one_origin_call(
-        text: str, cache: redis.Redis, locks: redis.Redis) -> None:
+        text: str, on_cache_error: str, cache: redis.Redis, locks: redis.Redis) -> None:
+    """With a healthy cache the cache-error policy changes nothing."""
     loader = SleepLoader(0.02)
-    strategy = build(text, cache, locks, loader)
+    strategy = build(f"{text},on_cache_error={on_cache_error}", cache, locks, loader)
     try:
         results = herd(lambda probe: strategy.fetch(KEY, probe))
     finally:
@@ -49,9 +51,11 @@ def test_fifty_threads_on_an_expired_key_make_one_origin_call(
     assert sum(p.origin_calls for _, p in results) == 1
 
 
-def test_naive_herd_makes_many_origin_calls(cache: redis.Redis, locks: redis.Redis) -> None:
+@pytest.mark.parametrize("on_cache_error", ["fail", "origin"])
+def test_naive_herd_makes_many_origin_calls(on_cache_error: str, cache: redis.Redis,
+                                            locks: redis.Redis) -> None:
     loader = SleepLoader(0.05)
-    strategy = build("naive", cache, locks, loader)
+    strategy = build(f"naive:on_cache_error={on_cache_error}", cache, locks, loader)
     results = herd(lambda probe: strategy.fetch(KEY, probe))
     assert loader.calls >= 10  # 50 released together on a 50 ms origin: most miss
     assert sum(p.origin_calls for _, p in results) == loader.calls
@@ -130,15 +134,19 @@ def test_swr_readers_never_wait_for_the_origin(cache: redis.Redis, locks: redis.
 
 
 @pytest.mark.parametrize("text", ["lock-dc", "xfetch-lock", "local-lock", "swr"])
-def test_failing_lock_store_follows_the_policy(text: str, cache: redis.Redis) -> None:
+@pytest.mark.parametrize("on_cache_error", ["fail", "origin"])
+def test_failing_lock_store_follows_the_policy(text: str, on_cache_error: str,
+                                               cache: redis.Redis) -> None:
+    """A lock-store failure is on_lock_error's, whatever on_cache_error says."""
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
                        retry=Retry(NoBackoff(), 0))  # nothing listens on port 1
     loader = SleepLoader(0.001)
-    open_ = strategies.parse(f"{text}:on_lock_error=open").build(Deps(cache, dead, loader, 2000))
+    text = f"{text}:on_cache_error={on_cache_error},on_lock_error"
+    open_ = strategies.parse(f"{text}=open").build(Deps(cache, dead, loader, 2000))
     assert open_.fetch(KEY, Probe()) is Outcome.FILLED
     assert loader.calls == 1
     cache.flushdb()
-    closed = strategies.parse(f"{text}:on_lock_error=closed").build(Deps(cache, dead, loader, 2000))
+    closed = strategies.parse(f"{text}=closed").build(Deps(cache, dead, loader, 2000))
     with pytest.raises(LockStoreDown):
         closed.fetch(KEY, Probe())
     assert loader.calls == 1
