@@ -133,6 +133,8 @@ def _listen(url: str, conn: Connection) -> None:
     while True:
         client = redis.Redis.from_url(url, socket_connect_timeout=2)
         try:
+            if gap_since is not None:  # a restarted server starts without our notification config
+                enable_notifications(client)
             pubsub = _subscribe(client)
             if not ready:
                 conn.send(("ready", priority))

@@ -67,8 +67,11 @@ def tolerance_ns(ttl_ns: int) -> int:
 
 
 def origin_calls(rows: pa.Table) -> pa.Table:
-    """The rows that reached the origin: key, start, end and the refreshed value's stamp."""
+    """The rows that reached the origin: key, start, end and the refreshed value's stamp. A
+    request the origin answered because the cache failed (``fallback``) is no herd's call."""
     called = rows.filter(pc.greater(rows["origin_called"], 0))
+    if "fallback" in called.column_names:  # runs made before on_cache_error have none
+        called = called.filter(pc.invert(pc.fill_null(called["fallback"], False)))
     return pa.table({
         "key": called["key"],
         "start": called["origin_start_ns"],

@@ -132,11 +132,20 @@ def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, obje
         "below_floor": _below_floor(win, floor_ms),
         "error_types": _error_types(everything),
         "local_hits": int(pc.sum(win["local_hit"]).as_py() or 0),
+        "fallback_calls": _fallback_calls(everything),
         "refreshes": int(pc.sum(is_refresh).as_py() or 0),
         **_stale_ages(win),
         "peak_origin_per_s": peak_per_second(called["origin_start_ns"], window.start_ns),
         **sends(win),
     }
+
+
+def _fallback_calls(rows: pa.Table) -> int:
+    """Origin calls of requests the origin answered because the cache failed."""
+    if "fallback" not in rows.column_names:
+        return 0
+    answered = rows.filter(pc.fill_null(rows["fallback"], False))
+    return int(pc.sum(answered["origin_called"]).as_py() or 0)
 
 
 def _below_floor(win: pa.Table, floor_ms: float) -> bool:

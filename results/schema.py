@@ -46,7 +46,9 @@ _WIRE_BASE = pa.schema(
 WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_()),
               pa.field("refresh_of_ns", pa.int64()),
               pa.field("version_served", pa.int64()), pa.field("version_set", pa.int64()),
-              pa.field("set_ns", pa.int64()), pa.field("commit_ns", pa.int64())]
+              pa.field("set_ns", pa.int64()), pa.field("commit_ns", pa.int64()),
+              # the cache failed and the origin answered instead (on_cache_error=origin)
+              pa.field("fallback", pa.bool_())]
 WIRE_SCHEMA = pa.schema([*_WIRE_BASE, *WIRE_ADDED])
 
 # Which trial a row belongs to: the first columns of requests, trials and expiries.
@@ -146,6 +148,9 @@ TRIAL_SCHEMA = pa.schema(
         # there one value lifetime after the newer version committed).
         ("end_behind_keys", pa.int64()),
         ("end_stale_sets", pa.int64()),
+        # on_cache_error=origin: origin calls of requests answered while the cache failed (in
+        # the window); they belong to no expiry's herd.
+        ("fallback_calls", pa.int64()),
         # Liveness (coordinator.liveness, issue 15): why each missing worker's rows are missing
         # ("w3@host: lost: silent 5.2 s (limit 5 s)", "killed by a fault", ...; '; '-separated)
         # and the slow workers (silent for more than half the limit, then heard again).

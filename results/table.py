@@ -175,6 +175,9 @@ def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
                        "its latencies are inflated")
         out.extend(f"{where}: {n}" for n in _event_notes(r))
         out.extend(f"{where}: {n}" for n in _consistency_notes(r))
+        if (fallback := int(_get(r, "fallback_calls", 0))) > 0:
+            out.append(f"{where}: {fallback:,} origin calls answered requests while the cache "
+                       "failed (on_cache_error=origin): in no expiry's herd")
     return out
 
 

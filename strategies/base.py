@@ -35,6 +35,7 @@ class Probe:
     """
 
     __slots__ = (
+        "fallback",
         "local_hit",
         "lock_wait_ns",
         "origin_calls",
@@ -59,6 +60,7 @@ class Probe:
         self.lock_wait_ns = 0
         self.stale_age_ns = 0
         self.local_hit = 0
+        self.fallback = 0  # 1: the cache failed and the origin answered (on_cache_error=origin)
         # A refresh of a value that had not expired yet: that value's expiry stamp (ns). It names
         # the refresh cycle the origin call belongs to (results.events); 0 for any other call.
         self.refresh_of_ns = 0

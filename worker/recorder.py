@@ -19,7 +19,7 @@ _INT64 = ("t_start_ns", "latency_ns", "origin_start_ns", "origin_ns", "pool_wait
 class Recorder:
     """Appends one request's measurements to typed arrays; strings are interned as codes."""
 
-    __slots__ = ("_errors", "bypass", "client", "errors", "key_codes", "keys", "local_hit",
+    __slots__ = ("_errors", "bypass", "client", "errors", "fallback", "key_codes", "keys", "local_hit",
                  "op_codes", "ops", "origin_calls", "outcome", "origin_called", "error_code",
                  "stage", "t_intended_ns", *_INT64)
 
@@ -48,6 +48,7 @@ class Recorder:
         self.outcome = array("b")
         self.origin_called = array("b")
         self.local_hit = array("b")
+        self.fallback = array("b")
         self.error_code = array("i")
         self._errors: dict[str, int] = {}
         self.origin_calls = 0
@@ -71,6 +72,7 @@ class Recorder:
         self.outcome.append(outcome)
         self.origin_called.append(probe.origin_calls)
         self.local_hit.append(probe.local_hit)
+        self.fallback.append(probe.fallback)
         self.origin_start_ns.append(probe.origin_start_ns)
         self.origin_ns.append(probe.origin_ns)
         self.pool_wait_ns.append(probe.pool_wait_ns)
@@ -114,6 +116,7 @@ class Recorder:
             "origin_called": pa.array(self.origin_called, pa.int8()),
             "error": errors,
             "local_hit": pa.array(self.local_hit, pa.int8()),
+            "fallback": pa.array(self.fallback, pa.int8()).cast(pa.bool_()),
             **{name: pa.array(getattr(self, name), pa.int64()) for name in _INT64},
         }
         return pa.RecordBatch.from_pydict(columns, schema=WIRE_SCHEMA)

@@ -55,7 +55,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # the three with production's fallback to the database (on_cache_error=origin).
     "cache-down": {
         "keys": "hot", "clients": 40, "workers": 2, "ttl_s": 2.0, "seconds": 8.0,
-        "faults": ("cache:kill@4",), "think_ms": 1.0,  # as two-level's: local hits hold the GIL
+        "faults": ("cache:kill@3+2",), "think_ms": 1.0,  # as two-level's: local hits hold the GIL
         "strategies": "lock-dc,naive:on_cache_error=origin,lock-dc:on_cache_error=origin,"
                       "two-level:on_cache_error=origin", "scale": 200_000,
     },

@@ -113,7 +113,7 @@ class Injector(TrialHooks):
                                              None if fault in self._standing else "not set"))
                 continue
             self._after(plan, fault.at_s, self._apply, fault)
-            if fault.action in LASTING:
+            if fault.action in LASTING or fault.duration_s:  # a kill with a duration: restart
                 self._after(plan, fault.end_s(self.trial_s), self._lift, fault)
 
     def _after(self, plan: TrialPlan, at_s: float, action: Callable[[Fault], None],
@@ -188,7 +188,10 @@ class Injector(TrialHooks):
         if fault.target is Target.WORKER:
             with self._mutex:
                 self._killed_workers.add(proc.name)
-        return f"SIGKILL {proc.name} (pid {proc.pid})"
+        killed = f"SIGKILL {proc.name} (pid {proc.pid})"
+        if fault.duration_s:  # started again (empty, same port) when the duration ends
+            self._hold(fault, OriginHold(killed, lambda: self.stack.restart(proc)))
+        return killed
 
     def _process(self, target: Target, worker: str | None = None) -> ManagedProcess:
         if target is Target.WORKER:  # the worker named (w2 -> w2@stampede-local), else the last

@@ -50,6 +50,9 @@ ALLOWED: dict[Target, tuple[Action, ...]] = {
 }
 # Faults that last: without ``+DURATION`` they last until the trial's end.
 LASTING = (Action.PAUSE, Action.LOCK, Action.EXHAUST, Action.PARTITION)
+# A kill with ``+DURATION``: the server is started again (empty, on the same port) after it,
+# within the trial; without one it stays dead until the stack restarts it between trials.
+RESTARTED = (Target.CACHE, Target.LOCK_STORE)
 # Faults that hold for the whole run (set before the first trial, lifted after the last).
 STANDING = (Action.DELAY, Action.LOSS)
 SYNTAX = ("TARGET:ACTION@SECONDS[+DURATION], e.g. lock-store:kill@5, origin:lock@3+2 "
@@ -85,11 +88,11 @@ class Fault:
         """When the fault's effect ends (seconds from the trial's start).
 
         A lasting fault is lifted after its duration (or at the trial's end); a killed process
-        stays dead until the stack restarts it between trials.
+        stays dead until the stack restarts it between trials, or, with a duration, until then.
         """
         if self.between_trials:
             return self.at_s
-        if self.action in LASTING and self.duration_s:
+        if self.duration_s:
             return min(trial_s, self.at_s + self.duration_s)
         return trial_s
 
@@ -125,9 +128,10 @@ def parse(spec: str) -> Fault:
     at_s = _number(match["at"], "SECONDS", spec)
     duration = None
     if match["dur"] is not None:
-        if action not in LASTING:
-            raise FaultError(f"{spec!r}: {action} takes no +DURATION "
-                             f"(only {', '.join(a.value for a in LASTING)} do)")
+        if action not in LASTING and not (action is Action.KILL and target in RESTARTED):
+            raise FaultError(f"{spec!r}: {target}:{action} takes no +DURATION "
+                             f"(only {', '.join(a.value for a in LASTING)}, and a kill of "
+                             f"{' or '.join(t.value for t in RESTARTED)}, which restarts it, do)")
         duration = _number(match["dur"], "DURATION", spec)
         if duration <= 0:
             raise FaultError(f"{spec!r}: DURATION must be > 0")

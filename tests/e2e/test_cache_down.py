@@ -4,7 +4,10 @@ own counter (pg_stat_statements) agrees with the clients' count of every one of 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+import pyarrow.compute as pc
 
 from results import store
 from tests.helpers import coordinator
@@ -20,7 +23,7 @@ def test_cache_down_sends_the_load_to_the_database_and_every_call_is_counted(
     trials = {t["strategy"]: t for t in store.read_trials(out).to_pylist()}
     fail, origin = trials["lock-dc"], trials["naive:on_cache_error=origin"]
     for trial in (fail, origin):
-        assert trial["fault"] == "cache:kill@4" and trial["complete"]
+        assert trial["fault"] == "cache:kill@3+2" and trial["complete"]
         assert trial["db_calls_match"], trial  # pg_stat_statements agrees with the rows
         assert trial["db_calls"] == trial["origin_calls_total"]
     assert fail["fault_requests"] > 0
@@ -28,6 +31,17 @@ def test_cache_down_sends_the_load_to_the_database_and_every_call_is_counted(
     assert fail["fault_origin_calls"] == 0
     assert origin["fault_errors"] == 0  # the origin answered each request the cache could not
     assert origin["fault_origin_calls"] == origin["fault_requests"] > 100
+    # those calls answered for a dead cache: marked, and in no expiry's herd
+    assert origin["fallback_calls"] >= origin["fault_origin_calls"] and fail["fallback_calls"] == 0
+    assert origin["origin_per_expiry"] <= 16, origin  # at most the clients: a herd, not the outage
     assert origin["fault_origin_per_s"] > 10 * max(origin["pre_fault_origin_per_s"], 1.0)
     assert origin["fault_pool_wait_p99_ms"] >= 0 and origin["fault_p99_ms"] > 0
     assert "pool wait p99 ms" in proc.stdout  # the fault table shows the database's side
+    # restarted (empty) 2 s after the kill, at 5 s: the cache answers again and errors stop
+    start_ns = next(t["start_ns"] for t in json.loads((out / "run.json").read_text())["trials"]
+                    if t["strategy"] == "lock-dc")
+    rows = store.requests_dataset(out).to_table(columns=["strategy", "t_start_ns", "outcome"])
+    after = rows.filter(pc.and_(pc.equal(rows["strategy"], "lock-dc"),
+                                pc.greater(rows["t_start_ns"], start_ns + 5_500_000_000)))
+    assert after.num_rows > 100
+    assert pc.sum(pc.equal(after["outcome"], "error")).as_py() == 0, "errors after the restart"

@@ -3,13 +3,16 @@ time, and says when a server will not report (a user without CONFIG, as managed 
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
 
 from coordinator.expiry import ExpiryListener
+from coordinator.stack.redis_server import start_redis
 from results.reports import Source
 
 
@@ -65,3 +68,40 @@ def test_a_server_that_refuses_config_is_said_to_and_not_listened_to(
         limited.close()
         admin.acl_deluser("limited")
         admin.close()
+
+
+def test_reports_again_after_the_cache_restarts_without_its_notification_config(
+        tmp_path: Path) -> None:
+    """A killed and restarted server (``cache:kill@S+D``) comes back with notifications off:
+    the listener turns them on again when it resubscribes, so later expiries are still heard."""
+    proc, url = start_redis("restarted-cache", tmp_path)
+    client = redis.Redis.from_url(url)
+    found = ExpiryListener(url, client)
+    found.start()
+    try:
+        start = time.time_ns()
+        proc.signal(signal.SIGKILL)
+        proc.popen.wait(5)
+        proc.restart()
+        proc.wait_until(lambda: _answers(client), 10, "answering PING after a restart")
+        deadline = time.monotonic() + 5
+        while "E" not in str(client.config_get("notify-keyspace-events")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        client.set("orders:0", b"v", px=100)
+        time.sleep(0.25)
+        assert client.get("orders:0") is None
+        time.sleep(0.2)
+        events = found.events({"orders:0"}, start, time.time_ns())
+        assert [(e.key, e.source) for e in events] == [("orders:0", Source.EXPIRED)]
+        assert found.missed(start, time.time_ns())  # the gap itself is still said
+    finally:
+        found.close()
+        client.close()
+        proc.stop()
+
+
+def _answers(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False

@@ -35,7 +35,8 @@ def test_parse_accepts(spec: str, expected: Fault) -> None:
     ("lock-store:kill@soon", "'soon' is not a number"),
     ("lock-store:kill@-1", ">= 0"),
     ("lock-store:kill@nan", ">= 0"),
-    ("lock-store:kill@1+2", "takes no +DURATION"),
+    ("origin:kill@1+2", "cannot"),
+    ("worker:kill@1+2", "takes no +DURATION"),
     ("lock-store:pause@1+0", "DURATION must be > 0"),
     ("lock-store:pause@1+x", "'x' is not a number"),
 ])
