@@ -33,7 +33,9 @@ def test_cache_down_sends_the_load_to_the_database_and_every_call_is_counted(
     assert origin["fault_origin_calls"] == origin["fault_requests"] > 100
     # those calls answered for a dead cache: marked, and in no expiry's herd
     assert origin["fallback_calls"] >= origin["fault_origin_calls"] and fail["fallback_calls"] == 0
-    assert origin["origin_per_expiry"] <= 16, origin  # at most the clients: a herd, not the outage
+    # a herd, not the outage: at most every client twice (the expiry's herd, and the refill of
+    # the restarted, empty cache, which no event precedes but that expiry)
+    assert origin["origin_per_expiry"] <= 2 * 16, origin
     assert origin["fault_origin_per_s"] > 10 * max(origin["pre_fault_origin_per_s"], 1.0)
     assert origin["fault_pool_wait_p99_ms"] >= 0 and origin["fault_p99_ms"] > 0
     assert "pool wait p99 ms" in proc.stdout  # the fault table shows the database's side
