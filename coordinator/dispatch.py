@@ -38,14 +38,12 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
     deadline = time.monotonic() + timeout_s
     seen: set[str] = set()
     while time.monotonic() < deadline:
-        try:
-            replies = app.control.ping(timeout=0.5) or []
-        except (redis.ConnectionError, OSError) as exc:  # the broker is restarting: ask again
-            reset_connections(app)
-            say(f"waiting for the broker: {type(exc).__name__}")
+        answered = _answers(app, 0.5)
+        if answered is None:
+            say("waiting for the broker (it is restarting)")
             time.sleep(0.5)
             continue
-        seen = {name for reply in replies for name in reply}
+        seen = answered
         if len(seen) >= count:
             return sorted(seen)[:count]
         say(f"waiting for workers: {len(seen)}/{count} answered")
@@ -54,6 +52,18 @@ def wait_for_workers(app: Celery, count: int, timeout_s: float,
         f"only {len(seen)} of {count} workers answered within {timeout_s:g} s"
         + (f" ({', '.join(sorted(seen))})" if seen else "")
     )
+
+
+def _answers(app: Celery, timeout_s: float, workers: Sequence[str] = ()) -> set[str] | None:
+    """The workers (``workers`` only, when given) that answer one ping; None while the broker
+    restarts (its pooled connections are dropped, so the next ask opens new ones)."""
+    try:
+        replies = app.control.ping(destination=list(workers) or None, timeout=timeout_s,
+                                   limit=len(workers) or None) or []
+    except (redis.ConnectionError, OSError):
+        reset_connections(app)
+        return None
+    return {name for reply in replies for name in reply}
 
 
 def reset_connections(app: Celery) -> None:
@@ -146,14 +156,11 @@ def ping(app: Celery, workers: Sequence[str], within_s: float) -> set[str]:
     """The workers that answer a ping within ``within_s`` (asked again until then)."""
     deadline, answered = time.monotonic() + within_s, set[str]()
     while (pending := [w for w in workers if w not in answered]) and time.monotonic() < deadline:
-        try:
-            replies = app.control.ping(destination=pending, timeout=min(
-                1.0, max(0.1, deadline - time.monotonic())), limit=len(pending)) or []
-        except (redis.ConnectionError, OSError):  # the broker is restarting: ask again
-            reset_connections(app)
+        replied = _answers(app, min(1.0, max(0.1, deadline - time.monotonic())), pending)
+        if replied is None:
             time.sleep(0.2)
             continue
-        answered |= {name for reply in replies for name in reply}
+        answered |= replied
     return answered & set(workers)
 
 

@@ -78,6 +78,14 @@ class ExpiryListener:
         return [Event(key, at, SOURCES[name]) for key, name, at in seen
                 if start_ns <= at < end_ns and key in keys]
 
+    def expired_since(self, keys: Collection[str], start_ns: int) -> tuple[int, int]:
+        """Expiries of ``keys`` received since ``start_ns`` so far, and the latest instant (0:
+        none); kept for ``events``. What the live metrics show while a trial runs."""
+        self._drain()
+        instants = [at for key, name, at in self._seen
+                    if at >= start_ns and SOURCES[name] is Source.EXPIRED and key in keys]
+        return len(instants), max(instants, default=0)
+
     def missed(self, start_ns: int, end_ns: int) -> bool:
         """Was the listener unsubscribed at any time in [start_ns, end_ns)?"""
         self._drain()

@@ -133,7 +133,7 @@ class TrialRunner:
         try:
             gathered = dispatch.follow(
                 tasks, deadline + self.config.timing.gather_grace_s, 0.25,
-                lambda p: self.console.progress(self._progress_line(label, plan, p)),
+                lambda p: self._progress(label, plan, p),
                 lost=self.hooks.lost, liveness=live,
                 on_lost=lambda loss: self.console.say(
                     f"{label}: worker {loss.worker} lost: {loss.describe()}"),
@@ -205,6 +205,11 @@ class TrialRunner:
             )
             out.append((worker, spec.to_json()))
         return out
+
+    def _progress(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> None:
+        """The console line, and the live metrics' expiries (from the run's one listener)."""
+        self.console.progress(self._progress_line(label, plan, p))
+        BOARD.reported(plan.trial, *self.listener.expired_since(self.key_names, plan.start_ns))
 
     def _progress_line(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> str:
         """Counts so far; past the trial's end the rate stays the trial's, and the line says

@@ -2,24 +2,22 @@
 
 The phase is not pushed at each change: the board keeps the current trial's plan and works the
 phase out from its instants at scrape time, so the trial code only says "planned" and "done".
-Observed expiries come from the cache's own keyspace notifications (the listener of
-``coordinator.expiry`` enables them), counted live by a thread of this module.
+Observed expiries are the ones the run's expiry listener (``coordinator.expiry``) received for
+the trial's keys, handed over by the trial runner while it follows the workers: one
+subscription to the cache's events feeds both the metrics and expiries.parquet.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import redis
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
 
-from coordinator.connect import redis_from_url
 from coordinator.plan import TrialPlan
 
 PHASES = ("idle", "lead", "warmup", "window", "drain", "gathering")
@@ -49,8 +47,6 @@ class Board(Collector):
         self.expiries: dict[int, int] = {}  # trial -> expiries the cache reported
         self.last_expiry_ns = 0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def trial_planned(self, plan: TrialPlan) -> None:
         with self._lock:
@@ -61,35 +57,11 @@ class Board(Collector):
         with self._lock:
             self.done = True
 
-    def expired(self, at_ns: int) -> None:
-        """One expiry the cache reported; it belongs to the trial under way."""
+    def reported(self, trial: int, count: int, last_ns: int) -> None:
+        """The expiries the cache has reported so far in ``trial``, and the latest instant."""
         with self._lock:
-            if self.plan is not None and not self.done:
-                self.expiries[self.plan.trial] = self.expiries.get(self.plan.trial, 0) + 1
-                self.last_expiry_ns = at_ns
-
-    def follow_expiries(self, cache_url: str) -> None:
-        """Count the cache's expiry notifications in a daemon thread (stopped by ``close``)."""
-        self._thread = threading.Thread(target=self._listen, args=(cache_url,), name="observe-expiries",
-                                        daemon=True)
-        self._thread.start()
-
-    def _listen(self, cache_url: str) -> None:
-        client = redis_from_url(cache_url, socket_timeout=5.0)
-        pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
-        with contextlib.suppress(redis.RedisError, OSError, ValueError):
-            pubsub.psubscribe("__keyevent@*__:expired")
-            while not self._stop.is_set():
-                if pubsub.get_message(timeout=0.5) is not None:
-                    self.expired(time.time_ns())
-        with contextlib.suppress(redis.RedisError, OSError):
-            pubsub.close()
-            client.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
+            self.expiries[trial] = count
+            self.last_expiry_ns = max(self.last_expiry_ns, last_ns)
 
     def collect(self) -> Iterator[Any]:
         with self._lock:
@@ -150,7 +122,6 @@ def serve(port: int, run_id: str, addr: str = "127.0.0.1") -> Callable[[], None]
     server, thread = start_http_server(port, addr=addr, registry=registry)
 
     def stop() -> None:
-        BOARD.close()
         server.shutdown()
         server.server_close()
         thread.join(timeout=2)

@@ -82,7 +82,6 @@ class Observer:
         if embedded is not None:
             redis_urls = {k: embedded.urls[k] for k in ("cache", "lock-store", "broker")}
             board.BOARD.workers_alive = lambda: sum(p.alive() for p in embedded.workers)
-        board.BOARD.follow_expiries(services.cache_url)
         self.say(f"metrics: coordinator on port {port}"
                  + (f", workers on {', '.join(map(str, self.ports))}" if self.ports else ""))
         with contextlib.ExitStack() as stack:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import psycopg
 import pyarrow as pa
@@ -74,6 +75,12 @@ def race(spec: StrategySpec, cache: redis.Redis, locks: redis.Redis,
     return table.append_column("in_window", pa.array([True] * table.num_rows)), strategy
 
 
+def sides(rows: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The reader's row and the writer's row of a race."""
+    return (rows.filter(pc.equal(rows["client"], 0)).to_pylist()[0],
+            rows.filter(pc.equal(rows["client"], -1)).to_pylist()[0])
+
+
 def cached_check(strategy: Strategy, cache: redis.Redis, dsn: str, spec: StrategySpec,
                  rows: pa.Table) -> tuple[int, int]:
     check = end_check(written_keys(rows), {KEY: strategy.cached_version}, cache.pttl, dsn,
@@ -85,8 +92,7 @@ def test_lock_dc_writes_the_old_version_after_the_invalidation(
         cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool, postgres_dsn: str) -> None:
     spec = parse("lock-dc")
     rows, strategy = race(spec, cache, locks, pool)
-    read = rows.filter(pc.equal(rows["client"], 0)).to_pylist()[0]
-    write = rows.filter(pc.equal(rows["client"], -1)).to_pylist()[0]
+    read, write = sides(rows)
     assert read["outcome"] == "filled" and write["error"] is None
     assert read["version_served"] == write["version_served"] - 1  # its snapshot predates the write
     assert read["version_set"] == read["version_served"] and read["set_ns"] > write["commit_ns"]
@@ -99,8 +105,7 @@ def test_lease_refuses_the_set_computed_before_the_invalidation(
         cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool, postgres_dsn: str) -> None:
     spec = parse("lease")
     rows, strategy = race(spec, cache, locks, pool)
-    read = rows.filter(pc.equal(rows["client"], 0)).to_pylist()[0]
-    write = rows.filter(pc.equal(rows["client"], -1)).to_pylist()[0]
+    read, write = sides(rows)
     assert read["outcome"] == "filled"
     assert read["version_served"] == write["version_served"] - 1  # the same race ...
     assert read["version_set"] == -1  # ... but its set was refused

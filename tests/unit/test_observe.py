@@ -150,7 +150,7 @@ def test_board_exports_phase_expiries_and_workers() -> None:
     b = board.Board()
     b.run_id, b.workers_alive = "r9", lambda: 3
     b.trial_planned(_plan(start_ns=0, window_start_ns=0, window_end_ns=10**20, end_ns=10**20))
-    b.expired(123_000_000_000)
+    b.reported(1, 1, 123_000_000_000)
     samples = scrape(b)
     assert total(samples, "stampede_trial_phase", stampede_trial_phase="window") == 1
     assert total(samples, "stampede_trial_phase", stampede_trial_phase="lead") == 0
@@ -203,7 +203,7 @@ def test_dashboard_metric_names_are_exported() -> None:
     b = board.Board()
     b.workers_alive = lambda: 1
     b.trial_planned(_plan())
-    b.expired(1)
+    b.reported(1, 1, 1)
     exported = {name for name, _ in scrape(collector)} | {name for name, _ in scrape(b)}
     used = {m for q in dashboard.queries(dashboard.load())
             for m in re.findall(r"\bstampede_\w+", q.expr)}
