@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit test-deps lint setup system-deps bench clean
+.PHONY: demo test test-unit test-deps lint setup system-deps bench clean lock wheels base-image image
 
 $(BIN)/coordinator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,32 @@ test-deps:
 	@command -v nft >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null) || \
 		echo "nftables could not be installed: the network fault test will be skipped" >&2
+	@(command -v dockerd && command -v docker-compose && command -v debootstrap) >/dev/null || \
+		[ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io \
+			docker-compose debootstrap >/dev/null) || \
+		echo "docker.io could not be installed: the container tests will be skipped" >&2
+
+# The project image (Dockerfile). BASE: its base image (python:3.11-slim; where no registry is
+# reachable, local/debian:bookworm from `make base-image`). The wheels are built here, on the host,
+# at the versions of constraints.txt (`make lock` rewrites it from the working venv).
+DOCKER ?= $(shell command -v /usr/bin/docker || command -v docker)
+BASE ?= python:3.11-slim
+IMAGE ?= stampede-lab:latest
+
+lock: $(BIN)/coordinator
+	$(BIN)/python scripts/lock_deps.py
+
+wheels: $(BIN)/coordinator
+	@PIP=$(BIN)/pip sh scripts/image-wheels.sh
+
+base-image:
+	sh scripts/debian-base.sh local/debian:bookworm
+
+image: wheels
+	DOCKER_BUILDKIT=1 $(DOCKER) build --quiet --build-arg BASE=$(BASE) -t $(IMAGE) . || \
+		{ echo "make image: the build failed; no registry for $(BASE)? make base-image, then" \
+			"make image BASE=local/debian:bookworm" >&2; exit 1; }
 
 # Every test (tests/unit, tests/integration, tests/e2e), then the ten slowest.
 test: lint test-deps
@@ -48,10 +74,12 @@ test-unit: $(BIN)/coordinator
 	$(BIN)/ruff check .
 	$(BIN)/pytest tests/unit -q
 
-# redis-benchmark (benchmark 2) comes with Debian's redis-tools.
+# redis-benchmark (benchmark 2) comes with Debian's redis-tools; Locust (benchmark 1's anchor)
+# with the bench extra.
 bench: setup
 	@command -v redis-benchmark >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null)
+	$(BIN)/pip install --quiet -e '.[bench]'
 	$(BIN)/python -m bench
 
 clean:

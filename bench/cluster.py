@@ -1,5 +1,10 @@
 """Benchmarks that need the whole embedded stack: generator efficiency (1), the Redis ceiling
-(2) and start synchronization (5). One stack serves all three."""
+(2) and start synchronization (5). One stack serves all three.
+
+Benchmark 1 puts side by side, on the same 8 workers x 25 threads, the same key and value: the
+all-hit trial through the product, the bare GET loops of the three client paths (pooled
+redis-py, the lean path, a plain socket with hiredis: the Python floor) and Locust with 200
+users at each process count. Its two ratios close ``make bench``."""
 
 from __future__ import annotations
 
@@ -13,6 +18,8 @@ import tempfile
 import threading
 import time
 import urllib.request
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -21,6 +28,7 @@ import redis
 from celery.utils import worker_direct
 
 import strategies
+from bench.locust_bench import LocustRun, best_locust
 from coordinator import dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
@@ -34,6 +42,7 @@ from coordinator.trial import TrialRunner
 from model.wire import BASELINE
 from model.workload import KeySet, Query, Workload, single
 from results.store import RunWriter, read_trials
+from worker.baseline import CLIENTS as LOOPS
 
 WORKERS, CLIENTS, SECONDS, ROUNDS, SYNC_TRIALS = 8, 200, 5.0, 2, 20
 HOT = "orders:0"
@@ -76,11 +85,12 @@ class Bench:
         assert row["origin_calls_total"] == 0 and row["errors"] == 0, row
         return float(row["rps"])
 
-    def baseline_rps(self) -> float:
+    def baseline_rps(self, client: str) -> float:
+        """The bare GET loop of ``client`` (worker.baseline) on the same workers and threads."""
         start = time.time_ns() + 10**9
         shares = plan_shares(self.plan(SECONDS))
         results = [self.app.send_task(BASELINE, queue=worker_direct(w), args=[
-            {"clients": n, "key": HOT, "start_ns": start, "seconds": SECONDS}])
+            {"clients": n, "key": HOT, "start_ns": start, "seconds": SECONDS, "client": client}])
             for w, n in zip(self.workers, shares, strict=True)]
         total = sum(int(r.get(timeout=SECONDS + 60)["requests"]) for r in results)
         return total / SECONDS
@@ -133,7 +143,7 @@ def bare_wakeup_spread_ms(processes: int = WORKERS) -> float:
     procs = [spawn.Process(target=_sleep_until, args=(target, queue)) for _ in range(processes)]
     for p in procs:
         p.start()
-    woke: list[int] = [int(queue.get(timeout=30)) for _ in procs]
+    woke: list[int] = [int(queue.get(timeout=120)) for _ in procs]  # a loaded host spawns slowly
     for p in procs:
         p.join(5)
     return (max(woke) - min(woke)) / 1e6
@@ -156,9 +166,71 @@ def redis_benchmark_rps(url: str, connections: int) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def run(metrics: bool = False) -> float:
-    """Benchmarks 1, 2 and 5; with ``metrics``, benchmark 1 only, every worker serving metrics
-    and scraped each second (as ``--observe`` does): its efficiency against the plain one."""
+@dataclass(frozen=True)
+class Figures:
+    """Benchmark 1's medians (rps) and Locust's runs (None: Locust not installed)."""
+
+    all_hit: float
+    loops: dict[str, float]
+    locust: list[LocustRun] | None
+
+    @property
+    def efficiency(self) -> float:
+        """All-hit trial / plain-socket loop: the product's share of the Python floor."""
+        return self.all_hit / self.loops["socket"]
+
+    @property
+    def vs_locust(self) -> float | None:
+        best = max((r.rps for r in self.locust or []), default=0.0)
+        return self.all_hit / best if best else None
+
+
+def benchmark_1(bench: Bench, loops: tuple[str, ...]) -> Figures:
+    """The all-hit trial and each bare loop in turn, ROUNDS times alternating; medians."""
+    ours: list[float] = []
+    bare: dict[str, list[float]] = {loop: [] for loop in loops}
+    for _ in range(ROUNDS):
+        ours.append(bench.all_hit_rps())
+        for loop in loops:
+            bare[loop].append(bench.baseline_rps(loop))
+    size = len(redis.Redis.from_url(bench.services.cache_url).get(HOT) or b"")
+    print(f"[1] all-hit trial (--redis-client lean), GET of one {size}-byte value: "
+          f"{_rates(ours)} rps")
+    names = {"pooled": "pooled redis-py (before issue 18)", "lean": "lean path, pinned",
+             "socket": "plain socket + hiredis.Reader"}
+    for loop in loops:
+        print(f"    GET loop, {names[loop]}: {_rates(bare[loop])} rps")
+    return Figures(statistics.median(ours), {k: statistics.median(v) for k, v in bare.items()},
+                   None)
+
+
+def _rates(values: list[float]) -> str:
+    return ", ".join(f"{v:,.0f}" for v in values)
+
+
+def locust_line(url: str) -> list[LocustRun] | None:
+    """Locust, 200 users, at each process count, on the same Valkey and key."""
+    tried = best_locust(url, HOT)
+    if tried is None:
+        print("    Locust not installed (pip install -e '.[bench]'): skipped")
+        return None
+    for failure in (t for t in tried if isinstance(t, str)):
+        print(f"    Locust {failure}")
+    runs = [t for t in tried if isinstance(t, LocustRun)]
+    if not runs:
+        return None
+    best = max(runs, key=lambda r: r.rps)
+    failed = sum(r.failures for r in runs)
+    print(f"    Locust {metadata.version('locust')}, 200 users: "
+          + "; ".join(f"{r.processes} process{'es' if r.processes > 1 else ''} {r.rps:,.0f}"
+                      for r in runs)
+          + f" rps (best: {best.processes}){f'; {failed} failed requests' if failed else ''}")
+    return runs
+
+
+def run(metrics: bool = False) -> Figures:
+    """Benchmarks 1, 2 and 5; with ``metrics``, the all-hit trial and the floor loop only, every
+    worker serving metrics and scraped each second (as ``--observe`` does)."""
     print(f"cluster benchmarks{' with metrics on, scraped each second' if metrics else ''}: "
           f"{WORKERS} workers x {CLIENTS // WORKERS} clients, "
           f"{SECONDS:g} s per measurement, {ROUNDS} rounds alternating")
@@ -167,21 +239,16 @@ def run(metrics: bool = False) -> float:
         bench = Bench(stack)
         try:
             redis.Redis.from_url(stack.services.cache_url).flushdb()
-            ours, bare = [], []
-            for _ in range(ROUNDS):
-                ours.append(bench.all_hit_rps())
-                bare.append(bench.baseline_rps())
-            efficiency = statistics.median(ours) / statistics.median(bare)
-            print(f"[1] all-hit trial: {', '.join(f'{r:,.0f}' for r in ours)} rps; bare redis-py "
-                  f"GET loop: {', '.join(f'{r:,.0f}' for r in bare)} rps")
+            figures = benchmark_1(bench, ("socket",) if metrics else LOOPS)
             if metrics:
-                return efficiency
+                return figures
+            figures = Figures(figures.all_hit, figures.loops, locust_line(stack.services.cache_url))
             ceiling = redis_benchmark_rps(stack.services.cache_url, CLIENTS)
             if ceiling is None:
                 print("[2] redis-benchmark not installed (apt-get install redis-tools): skipped")
             else:
                 print(f"[2] redis-benchmark GET -c {CLIENTS}: {ceiling:,.0f} rps; ours is "
-                      f"{statistics.median(ours) / ceiling:.2f} of it")
+                      f"{figures.all_hit / ceiling:.2f} of it")
             spreads = bench.start_spreads()
             floor = statistics.median(bare_wakeup_spread_ms() for _ in range(5))
             print(f"[5] start spread over {WORKERS} workers, {SYNC_TRIALS} trials: median "
@@ -189,4 +256,4 @@ def run(metrics: bool = False) -> float:
                   f"processes sleeping to one instant wake {floor:.2f} ms apart (median of 5)")
         finally:
             bench.close()
-    return efficiency
+    return figures

@@ -10,7 +10,7 @@ from coordinator.defaults import Timing
 from coordinator.faults.spec import Fault
 from coordinator.liveness import LossPolicy
 from coordinator.plan import ExpiryMode, Schedule
-from model.services import Services
+from model.services import RedisPath, Services
 from model.workload import KeySet, Query, Workload, single
 from strategies import StrategySpec
 
@@ -36,6 +36,7 @@ class LaunchConfig:
     net_control: str | None = None  # --net-control HOST:PORT: the namespace lab's links (net: faults)
     expiry: ExpiryMode = ExpiryMode.DRIFT
     on_worker_loss: LossPolicy = LossPolicy.CONTINUE  # a lost worker: go on with the survivors
+    redis_client: RedisPath = RedisPath.LEAN  # how client threads reach cache and lock store
     workload: Workload = field(
         default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
     # Provenance, for run.json's manifest: the preset that filled the options, the command line

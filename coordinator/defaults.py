@@ -38,6 +38,11 @@ class Timing:
     warmup_s: float = 1.0  # from the start instant to the measurement window
     progress_s: float = 0.5  # how often workers report progress
     worker_wait_s: float = 60.0  # how long to wait for N workers to answer
+    # Remote mode: how long to wait for cache, lock store, broker and origin to answer
+    # (--service-timeout; coordinator.probe). A Kubernetes apply or a compose up starts the
+    # coordinator with the services; a fresh PostgreSQL initialising its data directory takes
+    # 10-60 s on a small node. 0: ask once.
+    service_wait_s: float = 120.0
     gather_grace_s: float = 60.0  # after a trial's end, how long to wait for its results
     # A worker whose heartbeat (every progress_s) stops for this long is lost at once: its share
     # is given up and it is out of later trials (--worker-silence; coordinator.liveness). Ten

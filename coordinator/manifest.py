@@ -21,7 +21,7 @@ from coordinator.defaults import Timing
 from coordinator.faults import spec as fault_spec
 from coordinator.liveness import LossPolicy
 from coordinator.plan import ExpiryMode
-from model.services import Services, mask_url
+from model.services import RedisPath, Services, mask_url
 from model.workload import Workload
 from results.schema import MANIFEST_VERSION
 
@@ -50,7 +50,7 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "force_clock": config.force_clock, "keys": list(config.keys), "timing": asdict(config.timing),
         "faults": [f.label for f in config.faults], "expiry": config.expiry.value,
         "workload": config.workload.to_json(), "embedded_stack": config.embedded,
-        "on_worker_loss": config.on_worker_loss.value,
+        "on_worker_loss": config.on_worker_loss.value, "redis_client": config.redis_client.value,
     })
     return options
 
@@ -71,6 +71,8 @@ def config_of(options: Mapping[str, Any], out: Path, services: Services | None) 
             expiry=ExpiryMode(options["expiry"]), workload=Workload.from_json(options["workload"]),
             preset=options["preset"],
             on_worker_loss=LossPolicy(options.get("on_worker_loss", LossPolicy.CONTINUE)),
+            # runs recorded before --redis-client ran on the pooled client
+            redis_client=RedisPath(options.get("redis_client", RedisPath.POOLED)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ManifestError(f"the manifest's options do not make a run: {type(exc).__name__}: {exc}"

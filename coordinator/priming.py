@@ -15,6 +15,7 @@ from psycopg_pool import ConnectionPool
 from model.origin import EndpointLoader, OriginShape, ValueShaper
 from model.workload import Endpoint, Workload
 from strategies import Deps, Probe, StrategySpec, close_strategy
+from strategies.commands import PlainCommands
 
 
 def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: random.Random) -> int:
@@ -26,7 +27,7 @@ def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: rando
 class Primer:
     def __init__(self, workload: Workload, cache: redis.Redis, locks: redis.Redis,
                  pool: ConnectionPool, shape: OriginShape) -> None:
-        self.workload, self.cache, self.locks = workload, cache, locks
+        self.workload, self.cache, self.locks = workload, PlainCommands(cache), PlainCommands(locks)
         shaper = ValueShaper(workload.value_bytes, workload.compress)
         self.loaders = {ep.name: EndpointLoader(pool, ep.query, shape, shaper)
                         for ep in workload.endpoints}

@@ -3,15 +3,20 @@ and the connection factories both sides use to reach them."""
 
 from __future__ import annotations
 
+import enum
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import redis
 from psycopg_pool import ConnectionPool
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
+
+from model.lean import LeanCommands
+from strategies.commands import Commands, PlainCommands
 
 ENV = {
     "cache_url": "STAMPEDE_CACHE_URL",
@@ -88,15 +93,33 @@ def make_pool(dsn: str, size: int, timeout_s: float = 10.0, app_name: str = WORK
     return pool
 
 
+class RedisPath(enum.StrEnum):
+    """How client threads reach the cache and the lock store (``--redis-client``; docs/redis-client.md)."""
+
+    LEAN = "lean"  # a connection owned by each client thread, commands packed once (model.lean)
+    POOLED = "pooled"  # redis.Redis over a shared pool: the reference, and the fallback
+
+
+def _client_kwargs(retries: int) -> dict[str, Any]:
+    """No retries by default: redis-py would otherwise retry a dead server 10 times with backoff,
+    hiding the failure for seconds; in the measured path a failed command is an error row,
+    bounded by the 2 s socket timeouts."""
+    return {"socket_timeout": 2.0, "socket_connect_timeout": 2.0,
+            "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries)}
+
+
 def redis_client(url: str, clients: int, max_connections: int | None = None,
                  retries: int = 0) -> redis.Redis:
-    """A client whose pool holds one connection per thread plus a few; exhaustion raises.
+    """A client whose pool holds one connection per thread plus a few; exhaustion raises."""
+    return redis.Redis.from_url(url, max_connections=max_connections or clients + 4,
+                                **_client_kwargs(retries))
 
-    No retries by default: redis-py would otherwise retry a dead server 10 times with backoff,
-    hiding the failure for seconds; in the measured path a failed command is an error row,
-    bounded by the 2 s socket timeouts.
-    """
-    return redis.Redis.from_url(
-        url, max_connections=max_connections or clients + 4, socket_timeout=2.0,
-        socket_connect_timeout=2.0, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries),
-    )
+
+def redis_commands(path: RedisPath, url: str, clients: int,
+                   max_connections: int | None = None) -> Commands:
+    """The client threads' commands to one server, by ``path``, with the same timeouts, the same
+    bound on connections (one per thread plus a few) and the same exceptions either way."""
+    limit = max_connections or clients + 4
+    if path is RedisPath.POOLED:
+        return PlainCommands(redis_client(url, clients, max_connections))
+    return LeanCommands.from_url(url, limit, **_client_kwargs(0))

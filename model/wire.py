@@ -11,6 +11,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import strategies
+from model.services import RedisPath
 from model.workload import InvalidWorkload, KeySet, Query, Workload, single
 from strategies import StrategySpec
 
@@ -67,6 +68,7 @@ class TrialSpec:
     origin_span_s: float
     progress_interval_s: float = 0.5
     redis_max_connections: int | None = None  # per client pool; None = clients + 4
+    redis_client: str = RedisPath.LEAN.value  # --redis-client: lean (own connections) or pooled
     # Fields with defaults may be absent: the one-hot-key closed loop with drifting expiries.
     workload: dict[str, Any] = field(default_factory=dict)
     stage_start_ns: int = 0  # where stage 0 begins (the window start); 0: at start_ns
@@ -124,6 +126,9 @@ class TrialSpec:
         _in_range("progress_interval_s", self.progress_interval_s, 0.01, 60)
         if self.redis_max_connections is not None:
             _in_range("redis_max_connections", self.redis_max_connections, 1, 100_000)
+        if self.redis_client not in {p.value for p in RedisPath}:
+            raise InvalidTaskArguments(f"redis_client {self.redis_client!r} is not one of "
+                                       f"{'|'.join(p.value for p in RedisPath)}")
         _in_range("workers", self.workers, 1, 10**4)
         _in_range("products", self.products, 0, 10**10)
         if self.expiry_grid_ns:
@@ -141,6 +146,7 @@ class TrialSpec:
 _TYPES: dict[str, tuple[type, ...]] = {
     "run_id": (str,),
     "strategy": (str,),
+    "redis_client": (str,),
     "params": (dict,),
     "keys": (list,),
     "workload": (dict,),

@@ -10,10 +10,19 @@ import html
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-from results import analysis, observe_appendix, plots, table
+from results import analysis, observe_appendix, table
 from results import html as h
+
+PLOTS_MISSING = ("the report's plots need matplotlib, which this install leaves out (the worker image "
+                 "does): pip install 'stampede-lab[local]'")
+
+
+class MissingExtra(RuntimeError):
+    """A package of an optional extra that this command needs is not installed."""
+
 
 TRIAL_COLUMNS: list[h.Column] = [
     ("trial", "trial", ""), ("strategy", "strategy", ""), ("repeat", "repeat", ""),
@@ -95,8 +104,21 @@ def flag_cell(row: Mapping[str, Any], key: str) -> bool:
     return key in ("saturated", "below_floor") and value is True
 
 
+def _plots() -> ModuleType:
+    """results.plots, imported only here: matplotlib is an extra (``[local]``) the image leaves out,
+    so ``coordinator --help`` and ``launch`` work without it and ``report`` says what is missing."""
+    try:
+        from results import plots  # noqa: PLC0415
+    except ModuleNotFoundError as exc:
+        if exc.name != "matplotlib":
+            raise
+        raise MissingExtra(PLOTS_MISSING) from None
+    return plots
+
+
 def write_report(root: Path) -> Written:
     """Compute everything from the run directory and write report.html plus the PNGs."""
+    plots = _plots()
     data = analysis.load(root)
     images = {"origin_timeline.png": plots.origin_timeline(data.timelines) if data.timelines else None,
               "latency_percentiles.png": plots.latency_percentiles(data.latency) if data.latency else None,

@@ -12,8 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
-import redis
-
+from strategies.commands import Commands
 from strategies.params import ExpiryGrid
 
 
@@ -94,12 +93,15 @@ class Background(Protocol):
 class Deps:
     """What every strategy is built with: explicit connections and the cache TTL.
 
+    ``cache`` and ``locks`` are the commands to the two servers (strategies.commands): the
+    worker gives its client threads the lean path, the coordinator the plain pooled one.
+
     ``background`` is optional: without it, work a strategy would run in the background runs
     inline in the request that triggered it (and is counted there).
     """
 
-    cache: redis.Redis
-    locks: redis.Redis
+    cache: Commands
+    locks: Commands
     loader: Loader
     ttl_ms: int
     background: Background | None = None

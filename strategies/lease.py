@@ -17,6 +17,7 @@ from typing import ClassVar
 
 from strategies import envelope, version
 from strategies.base import Deps, LockWaitTimeout, Outcome, Probe
+from strategies.commands import Arg, Command, set_command
 from strategies.params import OnWrite, Ttl, WaitParams
 from strategies.registry import register
 from strategies.waiting import Waiter
@@ -73,16 +74,16 @@ class Lease:
         self._params = params
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
         self._waiter = Waiter(deps.cache, params, params.lease_ms, contextlib.nullcontext)
-        self._get = deps.cache.register_script(_GET_OR_LEASE)
-        self._set = deps.cache.register_script(_SET_WITH_LEASE)
-        self._invalidate = deps.cache.register_script(_INVALIDATE)
+        self._get = deps.cache.script(_GET_OR_LEASE)
+        self._set = deps.cache.script(_SET_WITH_LEASE)
+        self._invalidate = deps.cache.script(_INVALIDATE)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         started = time.perf_counter_ns()
         deadline = self._waiter.deadline_ns(started)
         for attempt in range(1_000_000):
             token = os.urandom(8).hex().encode()
-            reply = self._get(keys=_keys(key), args=[token, self._params.lease_ms])
+            reply = self._get(_keys(key), [token, self._params.lease_ms])
             if reply[0] == 0:
                 probe.lock_wait_ns = time.perf_counter_ns() - started if attempt else 0
                 version.served(probe, reply[1])
@@ -108,9 +109,9 @@ class Lease:
         """Store ``value`` if ``token`` still owns the lease; False when it was cancelled."""
         ttl_ms = self._ttl.draw_ms()
         stale = envelope.pack(value, envelope.now_us() + ttl_ms * 1000)
-        args: list[bytes | int] = [token, value, ttl_ms, self._params.stale_ms, stale]
+        args: list[Arg] = [token, value, ttl_ms, self._params.stale_ms, stale]
         sent = time.time_ns()
-        accepted = bool(self._set(keys=_keys(key), args=args))
+        accepted = bool(self._set(_keys(key), args))
         if accepted and probe is not None:
             version.stored(probe, value, sent)
         return accepted
@@ -118,12 +119,12 @@ class Lease:
     def lease(self, key: str) -> bytes | None:
         """Ask for a lease on a missing key: the token, or None (value present or leased)."""
         token = os.urandom(8).hex().encode()
-        reply = self._get(keys=_keys(key), args=[token, self._params.lease_ms])
+        reply = self._get(_keys(key), [token, self._params.lease_ms])
         return token if reply[0] == 1 else None
 
     def invalidate(self, key: str) -> None:
         """The source changed: drop the value and cancel any outstanding lease."""
-        self._invalidate(keys=_keys(key))
+        self._invalidate(_keys(key), [])
 
     def on_write(self, key: str, probe: Probe) -> None:
         """Memcache's delete: the value and any outstanding lease go, so a set computed from the
@@ -142,10 +143,8 @@ class Lease:
             self._waiter.wake(key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
-        pipe = self._deps.cache.pipeline()
-        pipe.delete(f"lease:{key}")
-        pipe.set(key, value, pxat=expire_at_ms)
+        commands: list[Command] = [("DEL", f"lease:{key}"), set_command(key, value, pxat=expire_at_ms)]
         if self._params.stale_ms:
-            pipe.set(f"stale:{key}", envelope.pack(value, expire_at_ms * 1000),
-                     pxat=expire_at_ms + self._params.stale_ms)
-        pipe.execute()
+            commands.append(set_command(f"stale:{key}", envelope.pack(value, expire_at_ms * 1000),
+                                        pxat=expire_at_ms + self._params.stale_ms))
+        self._deps.cache.pipeline(*commands, transaction=True)

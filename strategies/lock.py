@@ -61,7 +61,7 @@ class Lock(version.CacheAside):
         raw = self._deps.cache.get(key)
         if raw is None:
             return False
-        version.served(probe, raw)  # type: ignore[arg-type]
+        version.served(probe, raw)
         return True
 
     def _fill(self, key: str, probe: Probe) -> None:

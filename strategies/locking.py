@@ -9,6 +9,7 @@ from contextlib import contextmanager
 import redis
 
 from strategies.base import LockStoreDown
+from strategies.commands import Commands
 
 # Compare-and-delete in one server-side step, so a holder whose lock already expired cannot
 # delete the lock that another client took after it.
@@ -36,10 +37,10 @@ def lock_store() -> Iterator[None]:
 class OwnedLock:
     """``SET NX PX`` with a random token; release by compare-and-delete."""
 
-    def __init__(self, client: redis.Redis, ttl_ms: int) -> None:
+    def __init__(self, client: Commands, ttl_ms: int) -> None:
         self._client = client
         self._ttl_ms = ttl_ms
-        self._release = client.register_script(_RELEASE)
+        self._release = client.script(_RELEASE)
 
     def try_acquire(self, name: str) -> bytes | None:
         """Return the owner token if this call took the lock, else None."""
@@ -52,4 +53,4 @@ class OwnedLock:
     def release(self, name: str, token: bytes) -> bool:
         """Delete the lock if ``token`` still owns it; False when it had expired or moved on."""
         with lock_store():
-            return bool(self._release(keys=[name], args=[token]))
+            return bool(self._release([name], [token]))

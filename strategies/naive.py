@@ -23,7 +23,7 @@ class Naive(version.CacheAside):
     def fetch(self, key: str, probe: Probe) -> Outcome:
         raw = self._deps.cache.get(key)
         if raw is not None:
-            version.served(probe, raw)  # type: ignore[arg-type]
+            version.served(probe, raw)
             return Outcome.HIT
         self._fill(key, probe)
         return Outcome.FILLED

@@ -19,6 +19,7 @@ from redis.client import PubSub
 
 from strategies import version
 from strategies.base import Deps, Outcome, Probe, StrategyError
+from strategies.commands import Commands, set_command
 from strategies.lock import Lock
 from strategies.params import Expiry, LockParams
 from strategies.registry import register
@@ -47,7 +48,7 @@ class Invalidations:
     ``error`` and raised by every later fetch.
     """
 
-    def __init__(self, client: redis.Redis, local: dict[str, tuple[float, bytes]]) -> None:
+    def __init__(self, client: Commands, local: dict[str, tuple[float, bytes]]) -> None:
         self.generation = 0
         self.error: BaseException | None = None
         self.down: redis.RedisError | None = None  # the cache failed under the listener
@@ -59,8 +60,7 @@ class Invalidations:
         self._thread.start()
 
     def _subscribe(self) -> PubSub:
-        pubsub: PubSub = self._client.pubsub(  # type: ignore[no-untyped-call]
-            ignore_subscribe_messages=True)
+        pubsub = self._client.pubsub()
         try:
             pubsub.subscribe(CHANNEL)
         except BaseException:
@@ -121,18 +121,16 @@ class TwoLevel(Lock):
         value = self._deps.cache.get(key)
         if value is None:
             return self.fill_or_wait(key, probe)
-        version.served(probe, value)  # type: ignore[arg-type]
+        version.served(probe, value)
         if generation == self._invalidations.generation:
-            self.local[key] = (time.monotonic() + self._local_ttl_s, bytes(value))  # type: ignore[arg-type]
+            self.local[key] = (time.monotonic() + self._local_ttl_s, value)
         return Outcome.HIT
 
     def write(self, key: str, value: bytes, expiry: Expiry, probe: Probe) -> None:
         """Rewrite a value in Redis and tell every process to drop its local copy."""
-        pipe = self._deps.cache.pipeline(transaction=False)
-        pipe.set(key, value, px=expiry.px, pxat=expiry.pxat)
-        pipe.publish(CHANNEL, key)
         sent = time.time_ns()
-        pipe.execute()
+        self._deps.cache.pipeline(set_command(key, value, px=expiry.px, pxat=expiry.pxat),
+                                  ("PUBLISH", CHANNEL, key))
         version.stored(probe, value, sent)
 
     def on_write(self, key: str, probe: Probe) -> None:
@@ -140,10 +138,7 @@ class TwoLevel(Lock):
         if self._update:
             self._fill(key, probe)
             return
-        pipe = self._deps.cache.pipeline(transaction=False)
-        pipe.delete(key)
-        pipe.publish(CHANNEL, key)
-        pipe.execute()
+        self._deps.cache.pipeline(("DEL", key), ("PUBLISH", CHANNEL, key))
 
     def _fill(self, key: str, probe: Probe) -> None:
         value = self._deps.loader.load(key, probe)

@@ -12,10 +12,9 @@ import struct
 import time
 from typing import ClassVar
 
-import redis
-
 from strategies import envelope
 from strategies.base import Deps, Probe
+from strategies.commands import Commands
 from strategies.params import CommonParams, Expiry, OnWrite
 
 _VERSION = struct.Struct(">q")
@@ -46,17 +45,17 @@ def stored(probe: Probe, value: bytes, sent_ns: int) -> None:
     probe.set_ns = sent_ns
 
 
-def set_value(cache: redis.Redis, key: str, value: bytes, expiry: Expiry, probe: Probe) -> None:
+def set_value(cache: Commands, key: str, value: bytes, expiry: Expiry, probe: Probe) -> None:
     """``SET`` a stamped value with its expiry, recorded in ``probe`` as this request's write."""
     sent = time.time_ns()
     cache.set(key, value, px=expiry.px, pxat=expiry.pxat)
     stored(probe, value, sent)
 
 
-def cached_version(cache: redis.Redis, key: str) -> int | None:
+def cached_version(cache: Commands, key: str) -> int | None:
     """The version of a value stored as is (no envelope); None when the key is absent."""
     raw = cache.get(key)
-    return None if raw is None else version_of(raw)  # type: ignore[arg-type]
+    return None if raw is None else version_of(raw)
 
 
 class CacheAside:

@@ -12,8 +12,7 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-import redis
-
+from strategies.commands import Commands
 from strategies.locking import lock_store
 from strategies.params import WaitParams, Wake
 
@@ -28,7 +27,7 @@ def wake_key(key: str) -> str:
 class Waiter:
     """One pause between two looks at the cache, by the wake mode of ``params``."""
 
-    def __init__(self, client: redis.Redis, params: WaitParams, token_ttl_ms: int,
+    def __init__(self, client: Commands, params: WaitParams, token_ttl_ms: int,
                  guard: Callable[[], AbstractContextManager[None]] = lock_store) -> None:
         """``guard`` classifies the wake list's failures: the lock store's by default; lease
         keeps its wake list on the cache, whose failures stay cache errors (RedisError)."""
@@ -52,7 +51,7 @@ class Waiter:
             return  # BLPOP with timeout 0 would block forever
         name = wake_key(key)
         with self._guard():
-            if self._client.blpop([name], timeout=min(remaining_s, MAX_BLOCK_S)) is not None:
+            if self._client.blpop(name, min(remaining_s, MAX_BLOCK_S)) is not None:
                 self._client.rpush(name, _TOKEN)
 
     def reset(self, key: str) -> None:
@@ -65,7 +64,5 @@ class Waiter:
         """The value is written: wake every waiter (notify only); the token expires by itself."""
         if self._notify:
             with self._guard():
-                pipe = self._client.pipeline(transaction=False)
-                pipe.rpush(wake_key(key), _TOKEN)
-                pipe.pexpire(wake_key(key), self._token_ttl_ms)
-                pipe.execute()
+                self._client.pipeline(("RPUSH", wake_key(key), _TOKEN),
+                                      ("PEXPIRE", wake_key(key), self._token_ttl_ms))

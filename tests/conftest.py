@@ -25,8 +25,13 @@ from coordinator.stack.celery_workers import worker_argv
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis
-from model.services import Services
+from model.services import RedisPath, Services
+from tests.containers.fixtures import (  # noqa: F401 - engine + images per session, one skip line
+    container_images,
+    pytest_runtest_makereport,
+)
 from tests.helpers import SECRET, coordinator
+from tests.strategy_helpers import MakeCommands
 
 TESTS = Path(__file__).resolve().parent
 KINDS = ("unit", "integration", "e2e")
@@ -90,6 +95,14 @@ def locks(redis_server: Callable[[str], str]) -> Iterator[redis.Redis]:
     client.flushdb()
     yield client
     client.close()
+
+
+@pytest.fixture(params=[p.value for p in RedisPath])
+def commands(request: pytest.FixtureRequest) -> Iterator[MakeCommands]:
+    """Strategy tests run once per command path (``--redis-client``): ``commands(cache)``."""
+    make = MakeCommands(request.param)
+    yield make
+    make.close()
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Enough of kustomize to render this project's k8s/ offline: resources, namespace, JSON 6902 patches.
+"""Enough of kustomize to render this project's k8s/ offline: resources, namespace, JSON 6902 patches,
+images (newName, newTag, digest).
 
 Used by the tests so the rendering check runs where ``kubectl`` is absent; anything this
 renderer does not understand fails loudly rather than being skipped.
@@ -33,13 +34,55 @@ def render(directory: Path) -> list[dict[str, Any]]:
         if not path.exists():
             raise FileNotFoundError(f"{directory}/kustomization.yaml lists missing {entry}")
         docs += render(path) if path.is_dir() else load_docs(path)
+    _transform(docs, kust)
+    return docs
+
+
+def _transform(docs: list[dict[str, Any]], kust: dict[str, Any]) -> None:
+    """This kustomization's namespace, then its patches, then its image changes (kustomize's order)."""
     if "namespace" in kust:
         for doc in docs:
             if doc["kind"] not in CLUSTER_SCOPED:
                 doc.setdefault("metadata", {})["namespace"] = kust["namespace"]
     for patch in kust.get("patches", []):
         _apply(docs, patch)
-    return docs
+    for image in kust.get("images", []):
+        for container in containers(docs):
+            container["image"] = set_image(container["image"], image)
+
+
+def containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every container (and init container) of the pods, pod templates and job templates."""
+    found: list[dict[str, Any]] = []
+    for doc in docs:
+        spec = doc.get("spec", {})
+        pod = spec.get("template", {}).get("spec", spec) if isinstance(spec, dict) else {}
+        found += pod.get("initContainers", []) + pod.get("containers", [])
+    return found
+
+
+def set_image(ref: str, entry: dict[str, str]) -> str:
+    """kustomize's ``images:`` entry applied to one image reference (untouched if the name differs)."""
+    name, tag, digest = split_image(ref)
+    if name != entry["name"]:
+        return ref
+    unknown = set(entry) - {"name", "newName", "newTag", "digest"}
+    if unknown:
+        raise ValueError(f"images entry {entry}: fields this renderer does not handle: {sorted(unknown)}")
+    name = entry.get("newName", name)
+    if "digest" in entry:
+        return f"{name}@{entry['digest']}"
+    tag = entry.get("newTag", tag)
+    return name + (f":{tag}" if tag else "") + (f"@{digest}" if digest else "")
+
+
+def split_image(ref: str) -> tuple[str, str | None, str | None]:
+    """``name[:tag][@digest]`` -> (name, tag, digest); a registry port is not a tag."""
+    rest, _, digest = ref.partition("@")
+    name, tag = rest, None
+    if ":" in rest.rsplit("/", 1)[-1]:
+        name, tag = rest.rsplit(":", 1)
+    return name, tag, digest or None
 
 
 def _apply(docs: list[dict[str, Any]], patch: dict[str, Any]) -> None:

@@ -4,11 +4,46 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+import redis
+
+from model.lean import LeanCommands
 from strategies import Outcome, Probe
+from strategies.commands import Commands, PlainCommands
 from strategies.version import stamp
+
+
+def commands_at(url: str, path: str) -> Commands:
+    """A strategy's Commands to ``url`` on ``path`` (``pooled`` or ``lean``), e.g. in a child
+    process."""
+    if path == "pooled":
+        return PlainCommands(redis.Redis.from_url(url))
+    return LeanCommands.from_url(url, 256)
+
+
+class MakeCommands:
+    """The ``commands`` fixture (tests/conftest.py), once per path: ``commands(cache)`` is a
+    strategy's Commands to the server of a test's client, the plain client itself (``pooled``)
+    or the lean path on connections of its own (``lean``, closed after the test)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._made: list[Commands] = []
+
+    def __call__(self, client: redis.Redis) -> Commands:
+        if self.path == "pooled":
+            return PlainCommands(client)
+        pool = client.connection_pool
+        lean = LeanCommands(redis.ConnectionPool(connection_class=pool.connection_class,
+                                                 max_connections=4, **pool.connection_kwargs), 256)
+        self._made.append(lean)
+        return lean
+
+    def close(self) -> None:
+        for made in self._made:
+            made.close()
 
 
 class SleepLoader:
@@ -32,8 +67,11 @@ class SleepLoader:
         return stamp(n, f"{key}:{n}".encode())
 
 
-def herd(fetch: Callable[[Probe], Outcome], threads: int = 50) -> list[tuple[Outcome, Probe]]:
-    """Release ``threads`` fetches together; return each outcome with its probe."""
+def herd(fetch: Callable[[Probe], Outcome], threads: int = 50,
+         connect: Sequence[Commands] = ()) -> list[tuple[Outcome, Probe]]:
+    """Release ``threads`` fetches together; return each outcome with its probe. Each thread
+    first connects ``connect`` (the lean path's own connections), as a worker's client thread
+    does before the start instant: else the herd is spread over 50 connection set-ups."""
     barrier = threading.Barrier(threads)
     results: list[tuple[Outcome, Probe]] = []
     errors: list[BaseException] = []
@@ -41,6 +79,8 @@ def herd(fetch: Callable[[Probe], Outcome], threads: int = 50) -> list[tuple[Out
 
     def one() -> None:
         probe = Probe()
+        for commands in connect:
+            commands.connect()
         barrier.wait()
         try:
             outcome = fetch(probe)
@@ -61,14 +101,12 @@ def herd(fetch: Callable[[Probe], Outcome], threads: int = 50) -> list[tuple[Out
     return results
 
 
-def two_level_reader(url: str, key: str, out: Any) -> None:
+def two_level_reader(url: str, key: str, out: Any, path: str = "pooled") -> None:
     """Child process: cache ``key`` locally, then report when an invalidation drops it."""
-    import redis
-
     from strategies import Deps
     from strategies.twolevel import TwoLevel, TwoLevelParams
 
-    cache = redis.Redis.from_url(url)
+    cache = commands_at(url, path)
     strategy = TwoLevel(Deps(cache, cache, SleepLoader(0.001), 60_000),
                         TwoLevelParams(local_ttl_ms=60_000))
     try:
@@ -88,17 +126,15 @@ def two_level_reader(url: str, key: str, out: Any) -> None:
         cache.close()
 
 
-def two_level_rows(url: str, key: str, out: Any, seconds: float) -> None:
+def two_level_rows(url: str, key: str, out: Any, seconds: float, path: str = "pooled") -> None:
     """Child process: read ``key`` through two-level for ``seconds`` (after saying it is ready),
     every read a row of the real recorder; the rows go back encoded."""
-    import redis
-
     from results import transport
     from strategies import Deps
     from strategies.twolevel import TwoLevel, TwoLevelParams
     from worker.recorder import Recorder
 
-    cache = redis.Redis.from_url(url)
+    cache = commands_at(url, path)
     strategy = TwoLevel(Deps(cache, cache, SleepLoader(0.001), 60_000),
                         TwoLevelParams(local_ttl_ms=60_000))
     rows = Recorder(0, [key])

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 
 from model.wire import CELERY_SETTINGS
-from worker import metrics
+from worker import health, metrics
 
 
 def make_app(broker_url: str) -> Celery:
@@ -30,3 +30,14 @@ app.conf.imports = ["worker.tasks"]
 def _serve_metrics(sender: str, **_: object) -> None:
     """``STAMPEDE_METRICS_PORT`` set: serve this worker's metrics, labelled with its node name."""
     metrics.serve_from_env(sender)
+
+
+@worker_ready.connect  # type: ignore[untyped-decorator]
+def _start_health_beat(**_: object) -> None:
+    """``STAMPEDE_HEALTH_FILE`` set: beat it every second for the healthcheck (worker/health.py)."""
+    health.start_from_env()
+
+
+@worker_shutdown.connect  # type: ignore[untyped-decorator]
+def _stop_health_beat(**_: object) -> None:
+    health.stop()

@@ -1,18 +1,29 @@
-"""The bare loop our generator is compared with: the same threads doing plain GETs, nothing else.
+"""The bare loops our generator is compared with: the same threads doing plain GETs, nothing else.
 
-Benchmark 1 (bench/cluster.py, ``make bench``) runs this and a real all-hit trial on the same workers and
-servers; the ratio of their request rates is the generator's efficiency.
+Benchmark 1 (bench/cluster.py, ``make bench``) runs these and a real all-hit trial on the same
+workers and servers, side by side. ``client`` picks the loop: ``pooled`` (redis.Redis over a
+shared pool: what the workers used before issue 18), ``lean`` (the product's lean path,
+model.lean: a connection owned by each thread, GET packed once) or ``socket`` (a plain socket
+and a ``hiredis.Reader``, no client library at all: the Python floor on this machine).
 """
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
-from model.services import Services, redis_client
+import hiredis
+
+from model.services import RedisPath, Services, redis_commands
+
+CLIENTS = (RedisPath.POOLED.value, RedisPath.LEAN.value, "socket")
+_KEYS = {"clients", "key", "start_ns", "seconds"}
+Loop = Callable[[int], int]  # until this wall-clock instant (ns): GETs done
 
 
 class InvalidBaseline(ValueError):
@@ -25,12 +36,15 @@ class BaselineSpec:
     key: str
     start_ns: int
     seconds: float
+    client: str = RedisPath.POOLED.value
 
     @classmethod
     def from_json(cls, data: object) -> BaselineSpec:
-        if not isinstance(data, Mapping) or set(data) != {"clients", "key", "start_ns", "seconds"}:
-            raise InvalidBaseline("expected an object with clients, key, start_ns, seconds")
-        spec = cls(data["clients"], data["key"], data["start_ns"], data["seconds"])
+        if not isinstance(data, Mapping) or not _KEYS <= set(data) <= _KEYS | {"client"}:
+            raise InvalidBaseline("expected an object with clients, key, start_ns, seconds "
+                                  "(and optionally client)")
+        spec = cls(data["clients"], data["key"], data["start_ns"], data["seconds"],
+                   data.get("client", RedisPath.POOLED.value))
         if not (isinstance(spec.clients, int) and 1 <= spec.clients <= 10_000):
             raise InvalidBaseline("clients must be an int in [1, 10000]")
         if not (isinstance(spec.seconds, int | float) and 0 < spec.seconds <= 600):
@@ -39,36 +53,97 @@ class BaselineSpec:
             raise InvalidBaseline("key must be a string of 1 to 200 characters")
         if not isinstance(spec.start_ns, int):
             raise InvalidBaseline("start_ns must be an int")
+        if spec.client not in CLIENTS:
+            raise InvalidBaseline(f"client must be one of {'|'.join(CLIENTS)}")
         return spec
+
+
+def _pack(*args: str) -> bytes:
+    """``hiredis.pack_command`` (its stub types the command as a 1-tuple)."""
+    packed: bytes = hiredis.pack_command(args)  # type: ignore[arg-type]
+    return packed
+
+
+def _socket_call(sock: socket.socket, reader: hiredis.Reader, packed: bytes) -> Any:
+    """Send one packed command, read its whole reply (the setup commands of the floor loop)."""
+    sock.sendall(packed)
+    while (reply := reader.gets()) is False:
+        data = sock.recv(65536)
+        if not data:
+            raise ConnectionError("the cache closed the connection")
+        reader.feed(data)
+    if isinstance(reply, hiredis.ReplyError):
+        raise reply
+    return reply
+
+
+def socket_loop(url: str, key: str) -> Loop:
+    """The floor: one socket per thread, ``GET key`` packed once, replies parsed by hiredis."""
+    parts = urlsplit(url)
+
+    def run(end_ns: int) -> int:
+        sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 2.0)
+        reader = hiredis.Reader()
+        try:
+            if parts.password:
+                _socket_call(sock, reader, _pack("AUTH", parts.password))
+            if parts.path.strip("/") not in ("", "0"):
+                _socket_call(sock, reader, _pack("SELECT", parts.path.strip("/")))
+            packed = _pack("GET", key)
+            send, recv, feed, gets = sock.sendall, sock.recv, reader.feed, reader.gets
+            n = 0
+            while time.time_ns() < end_ns:
+                send(packed)
+                while gets() is False:
+                    feed(recv(65536))
+                n += 1
+            return n
+        finally:
+            sock.close()
+
+    return run
+
+
+def _loops(spec: BaselineSpec, services: Services) -> tuple[Loop, Callable[[], None]]:
+    """The per-thread loop of ``spec.client`` and what closes its connections afterwards."""
+    if spec.client == "socket":
+        return socket_loop(services.cache_url, spec.key), lambda: None
+    cache = redis_commands(RedisPath(spec.client), services.cache_url, spec.clients)
+    get, key = cache.get, spec.key
+
+    def run(end_ns: int) -> int:
+        n = 0
+        while time.time_ns() < end_ns:
+            get(key)
+            n += 1
+        return n
+
+    return run, cache.close
 
 
 def run_baseline(spec: BaselineSpec, services: Services) -> dict[str, Any]:
     """GET ``key`` in a loop on ``clients`` threads from ``start_ns`` for ``seconds``."""
-    cache = redis_client(services.cache_url, spec.clients)
+    loop, close = _loops(spec, services)
     end_ns = spec.start_ns + int(spec.seconds * 1e9)
     counts = [0] * spec.clients
     errors: list[BaseException] = []
     gate = threading.Event()
 
-    def loop(i: int) -> None:
+    def thread(i: int) -> None:
         gate.wait()
-        n = 0
         try:
-            while time.time_ns() < end_ns:
-                cache.get(spec.key)
-                n += 1
+            counts[i] = loop(end_ns)
         except Exception as exc:  # noqa: BLE001 - reported: a failing baseline is no baseline
             errors.append(exc)
-        counts[i] = n
 
-    threads = [threading.Thread(target=loop, args=(i,), daemon=True) for i in range(spec.clients)]
+    threads = [threading.Thread(target=thread, args=(i,), daemon=True) for i in range(spec.clients)]
     for t in threads:
         t.start()
     time.sleep(max(0.0, (spec.start_ns - time.time_ns()) / 1e9))
     gate.set()
     for t in threads:
         t.join(timeout=spec.seconds + 30)
-    cache.close()
+    close()
     if errors:
         raise RuntimeError(f"{len(errors)} baseline threads failed") from errors[0]
     return {"requests": sum(counts), "seconds": spec.seconds}

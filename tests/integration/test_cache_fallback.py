@@ -24,7 +24,7 @@ from strategies import Deps, LockStoreDown, Outcome, Probe
 from strategies.fallback import CacheFallback, cache_failed
 from strategies.twolevel import CHANNEL, TwoLevel
 from strategies.version import stamp
-from tests.strategy_helpers import SleepLoader
+from tests.strategy_helpers import MakeCommands, SleepLoader
 
 EVERY = ["naive", "lock", "lock-dc", "local-lock", "xfetch", "xfetch-lock", "swr", "lease",
          "two-level"]
@@ -71,18 +71,19 @@ def kill(proc: ManagedProcess) -> None:
     proc.popen.wait(5)
 
 
-def build(text: str, cache: redis.Redis, locks: redis.Redis,
-          loader: SleepLoader) -> strategies.Strategy:
-    return strategies.parse(text).build(Deps(cache, locks, loader, 60_000))
+def build(text: str, cache: redis.Redis, locks: redis.Redis, loader: SleepLoader,
+          commands: MakeCommands) -> strategies.Strategy:
+    """The strategy on the path of ``commands`` (the fixture: each test runs on both)."""
+    return strategies.parse(text).build(Deps(commands(cache), commands(locks), loader, 60_000))
 
 
 @pytest.mark.parametrize("name", EVERY)
 def test_a_killed_cache_fails_the_request_or_sends_it_to_the_origin(
         name: str, cache: redis.Redis, locks: redis.Redis,
-        mortal: tuple[ManagedProcess, str]) -> None:
+        mortal: tuple[ManagedProcess, str], commands: MakeCommands) -> None:
     loader = SleepLoader(0.001)
-    failing = build(name, cache, locks, loader)
-    falling_back = build(f"{name}:on_cache_error=origin", cache, locks, loader)
+    failing = build(name, cache, locks, loader, commands)
+    falling_back = build(f"{name}:on_cache_error=origin", cache, locks, loader, commands)
     assert isinstance(falling_back, CacheFallback) and not isinstance(failing, CacheFallback)
     try:
         falling_back.prime("orders:0", stamp(0, b"primed"), int(time.time() * 1000) + 60_000)
@@ -107,11 +108,11 @@ def test_a_killed_cache_fails_the_request_or_sends_it_to_the_origin(
 
 @pytest.mark.parametrize("name", EVERY)
 def test_a_refused_cache_write_serves_the_loaded_value_without_a_second_call(
-        name: str, cache: redis.Redis, locks: redis.Redis) -> None:
+        name: str, cache: redis.Redis, locks: redis.Redis, commands: MakeCommands) -> None:
     """Out of memory (experiment 004's failure): reads work, writes are refused."""
     loader = SleepLoader(0.001)
-    falling_back = build(f"{name}:on_cache_error=origin", cache, locks, loader)
-    failing = build(name, cache, locks, loader)
+    falling_back = build(f"{name}:on_cache_error=origin", cache, locks, loader, commands)
+    failing = build(name, cache, locks, loader, commands)
     try:
         cache.config_set("maxmemory-policy", "noeviction")
         cache.config_set("maxmemory", 1)
@@ -126,12 +127,13 @@ def test_a_refused_cache_write_serves_the_loaded_value_without_a_second_call(
         strategies.close_strategy(falling_back)
 
 
-def test_a_dead_lock_store_stays_under_on_lock_error(cache: redis.Redis) -> None:
+def test_a_dead_lock_store_stays_under_on_lock_error(cache: redis.Redis,
+                                                     commands: MakeCommands) -> None:
     """(The other lock-based strategies: tests/integration/test_strategies_redis.py.)"""
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
                        retry=Retry(NoBackoff(), 0))  # nothing listens on port 1
     loader = SleepLoader(0.001)
-    closed = build("two-level:on_cache_error=origin,on_lock_error=closed", cache, dead, loader)
+    closed = build("two-level:on_cache_error=origin,on_lock_error=closed", cache, dead, loader, commands)
     try:
         with pytest.raises(LockStoreDown):
             closed.fetch("orders:0", Probe())
@@ -141,9 +143,10 @@ def test_a_dead_lock_store_stays_under_on_lock_error(cache: redis.Redis) -> None
 
 
 def test_two_level_listener_subscribes_again_after_a_restart(
-        cache: redis.Redis, locks: redis.Redis, mortal: tuple[ManagedProcess, str]) -> None:
+        cache: redis.Redis, locks: redis.Redis, mortal: tuple[ManagedProcess, str],
+        commands: MakeCommands) -> None:
     loader = SleepLoader(0.001)
-    wrapper = build("two-level:on_cache_error=origin", cache, locks, loader)
+    wrapper = build("two-level:on_cache_error=origin", cache, locks, loader, commands)
     assert isinstance(wrapper, CacheFallback) and isinstance(wrapper.inner, TwoLevel)
     inner = wrapper.inner
     listener = inner._invalidations

@@ -23,7 +23,9 @@ from results import transport
 from results.consistency import consistency_figures
 from results.schema import WRITE_OP
 from strategies import Deps, Outcome, Probe, Strategy, StrategySpec, parse
+from strategies.commands import Commands
 from tests.helpers import trial_spec
+from tests.strategy_helpers import MakeCommands
 from worker.recorder import Recorder
 from worker.trial import run_trial
 
@@ -43,7 +45,7 @@ def pool(postgres_dsn: str) -> Iterator[ConnectionPool]:
     pool.close()
 
 
-def race(spec: StrategySpec, cache: redis.Redis, locks: redis.Redis,
+def race(spec: StrategySpec, cache: Commands, locks: Commands,
          pool: ConnectionPool) -> tuple[pa.Table, Strategy]:
     """One reader misses and loads slowly; a write commits and invalidates meanwhile.
 
@@ -89,9 +91,10 @@ def cached_check(strategy: Strategy, cache: redis.Redis, dsn: str, spec: Strateg
 
 
 def test_lock_dc_writes_the_old_version_after_the_invalidation(
-        cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool, postgres_dsn: str) -> None:
+        cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool, postgres_dsn: str,
+        commands: MakeCommands) -> None:
     spec = parse("lock-dc")
-    rows, strategy = race(spec, cache, locks, pool)
+    rows, strategy = race(spec, commands(cache), commands(locks), pool)
     read, write = sides(rows)
     assert read["outcome"] == "filled" and write["error"] is None
     assert read["version_served"] == write["version_served"] - 1  # its snapshot predates the write
@@ -102,9 +105,10 @@ def test_lock_dc_writes_the_old_version_after_the_invalidation(
 
 
 def test_lease_refuses_the_set_computed_before_the_invalidation(
-        cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool, postgres_dsn: str) -> None:
+        cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool, postgres_dsn: str,
+        commands: MakeCommands) -> None:
     spec = parse("lease")
-    rows, strategy = race(spec, cache, locks, pool)
+    rows, strategy = race(spec, commands(cache), commands(locks), pool)
     read, write = sides(rows)
     assert read["outcome"] == "filled"
     assert read["version_served"] == write["version_served"] - 1  # the same race ...
@@ -115,9 +119,11 @@ def test_lease_refuses_the_set_computed_before_the_invalidation(
 
 
 def test_update_writes_the_committed_version_through(
-        cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool) -> None:
+        cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool,
+        commands: MakeCommands) -> None:
     loader = EndpointLoader(pool, Query.ORDERS, OriginShape(3600.0))
-    strategy = parse("lock-dc:on_write=update").build(Deps(cache, locks, loader, TTL_MS))
+    deps = Deps(commands(cache), commands(locks), loader, TTL_MS)
+    strategy = parse("lock-dc:on_write=update").build(deps)
     committed = loader.write(KEY)
     probe = Probe()
     strategy.on_write(KEY, probe)

@@ -21,7 +21,8 @@ import redis
 
 import strategies
 from strategies import Deps, Outcome, Probe
-from tests.strategy_helpers import SleepLoader, herd
+from strategies.commands import Commands
+from tests.strategy_helpers import MakeCommands, SleepLoader, commands_at, herd
 
 KEY = "orders:0"
 
@@ -52,7 +53,7 @@ class StampedLoader(SleepLoader):
         return value
 
 
-def resume_delays_ns(text: str, cache: redis.Redis, locks: redis.Redis) -> list[int]:
+def resume_delays_ns(text: str, cache: Commands, locks: Commands) -> list[int]:
     """Herd WAITERS + 1 clients on a missing key; return each waiter's return minus the fill."""
     loader = StampedLoader(LOAD_S)
     strategy = strategies.parse(text).build(Deps(cache, locks, loader, 60_000))
@@ -63,7 +64,7 @@ def resume_delays_ns(text: str, cache: redis.Redis, locks: redis.Redis) -> list[
         returned[id(probe)] = time.perf_counter_ns()
         return outcome
 
-    results = herd(fetch, threads=WAITERS + 1)
+    results = herd(fetch, threads=WAITERS + 1, connect=(cache, locks))
     outcomes = [o for o, _ in results]
     assert loader.calls == 1
     assert outcomes.count(Outcome.FILLED) == 1
@@ -81,18 +82,21 @@ def ms(values: list[int]) -> list[float]:
     return [round(v / 1e6, 1) for v in values]
 
 
-def test_notify_wakes_every_waiter_at_the_fill(cache: redis.Redis, locks: redis.Redis) -> None:
-    delays = resume_delays_ns(f"lock-dc:wake=notify,{SLOW_OK}", cache, locks)
+def test_notify_wakes_every_waiter_at_the_fill(cache: redis.Redis, locks: redis.Redis,
+                                               commands: MakeCommands) -> None:
+    delays = resume_delays_ns(f"lock-dc:wake=notify,{SLOW_OK}", commands(cache), commands(locks))
     assert resumed_at_the_fill(delays), (
         f"waiters resumed {ms(delays)} ms after a {LOAD_S * 1000:g} ms fill; notify promises "
         f"< {RESUME_BOUND_NS / 1e6:g} ms (the poll interval and BLPOP timeout are far longer)")
     assert min(delays) > 0  # no waiter returned before the value existed
 
 
-def test_the_resume_check_fails_for_a_poller(cache: redis.Redis, locks: redis.Redis) -> None:
+def test_the_resume_check_fails_for_a_poller(cache: redis.Redis, locks: redis.Redis,
+                                             commands: MakeCommands) -> None:
     """The same check on waiters that are not woken (poll every 300 ms): it must fail, so it
     can tell a working wake-up from one that the poll or the BLPOP timeout covers up."""
-    delays = resume_delays_ns(f"lock-dc:wake=poll,poll_ms={POLL_MS},{SLOW_OK}", cache, locks)
+    delays = resume_delays_ns(f"lock-dc:wake=poll,poll_ms={POLL_MS},{SLOW_OK}", commands(cache),
+                              commands(locks))
     assert not resumed_at_the_fill(delays), ms(delays)
     assert statistics.median(delays) > RESUME_BOUND_NS, ms(delays)
 
@@ -113,11 +117,11 @@ def lock_attempts(locks: redis.Redis) -> int:
 
 
 def herd_process(text: str, cache_url: str, lock_url: str, together: ProcessBarrier,
-                 out: Queue[tuple[list[str], list[str], int]]) -> None:
+                 out: Queue[tuple[list[str], list[str], int]], path: str) -> None:
     """Child process: THREADS threads of one worker fetch KEY at once, released together with
     the other processes; report outcomes, errors and origin calls."""
-    cache = redis.Redis.from_url(cache_url)
-    locks = redis.Redis.from_url(lock_url)
+    cache = commands_at(cache_url, path)
+    locks = commands_at(lock_url, path)
     loader = SleepLoader(HERD_LOAD_S)
     strategy = strategies.parse(text).build(Deps(cache, locks, loader, 60_000))
     release = threading.Barrier(THREADS + 1)
@@ -127,6 +131,8 @@ def herd_process(text: str, cache_url: str, lock_url: str, together: ProcessBarr
 
     def client() -> None:
         probe = Probe()
+        cache.connect()  # as a worker's client thread does before the start instant
+        locks.connect()
         release.wait(30)
         try:
             label = strategy.fetch(KEY, probe).name
@@ -151,14 +157,14 @@ def herd_process(text: str, cache_url: str, lock_url: str, together: ProcessBarr
         locks.close()
 
 
-def herd_processes(text: str, cache_url: str, lock_url: str
+def herd_processes(text: str, cache_url: str, lock_url: str, path: str
                    ) -> tuple[list[list[str]], int]:
     """PROCS spawned processes x THREADS threads on the expired KEY; per-process outcomes and
     the total number of origin calls."""
     ctx = multiprocessing.get_context("spawn")
     together = ctx.Barrier(PROCS)
     out: Queue[tuple[list[str], list[str], int]] = ctx.Queue()
-    procs = [ctx.Process(target=herd_process, args=(text, cache_url, lock_url, together, out))
+    procs = [ctx.Process(target=herd_process, args=(text, cache_url, lock_url, together, out, path))
              for _ in range(PROCS)]
     for p in procs:
         p.start()
@@ -176,10 +182,12 @@ def herd_processes(text: str, cache_url: str, lock_url: str
 
 
 def test_local_lock_sends_one_lock_attempt_per_process(
-        redis_server: Callable[[str], str], cache: redis.Redis, locks: redis.Redis) -> None:
+        redis_server: Callable[[str], str], cache: redis.Redis, locks: redis.Redis,
+        commands: MakeCommands) -> None:
     cache_url, lock_url = redis_server("cache"), redis_server("lock-store")
     before = lock_attempts(locks)
-    per_process, origin_calls = herd_processes(f"local-lock:{ONE_TRY}", cache_url, lock_url)
+    per_process, origin_calls = herd_processes(f"local-lock:{ONE_TRY}", cache_url, lock_url,
+                                               commands.path)
     attempts = lock_attempts(locks) - before
     assert origin_calls == 1
     assert attempts == PROCS, (
@@ -188,12 +196,14 @@ def test_local_lock_sends_one_lock_attempt_per_process(
 
 
 def test_lock_dc_sends_one_lock_attempt_per_thread(
-        redis_server: Callable[[str], str], cache: redis.Redis, locks: redis.Redis) -> None:
+        redis_server: Callable[[str], str], cache: redis.Redis, locks: redis.Redis,
+        commands: MakeCommands) -> None:
     """The contrast that makes the count above mean something: without the in-process
     single flight every thread that misses asks the lock store."""
     cache_url, lock_url = redis_server("cache"), redis_server("lock-store")
     before = lock_attempts(locks)
-    per_process, origin_calls = herd_processes(f"lock-dc:{ONE_TRY}", cache_url, lock_url)
+    per_process, origin_calls = herd_processes(f"lock-dc:{ONE_TRY}", cache_url, lock_url,
+                                               commands.path)
     attempts = lock_attempts(locks) - before
     misses = sum(o != Outcome.HIT.name for outcomes in per_process for o in outcomes)
     assert origin_calls == 1

@@ -15,6 +15,8 @@ from model.origin import EndpointLoader, OriginShape
 from model.services import make_pool
 from model.workload import Query
 from strategies import Deps, Outcome, Probe
+from strategies.commands import Commands
+from tests.strategy_helpers import MakeCommands
 
 THREADS = 50
 SPAN_S = 180 * 86400.0  # half the seeded year: about 10 ms per query, a wide race window
@@ -32,7 +34,7 @@ def orders_loader(pool: ConnectionPool, pool_timeout_s: float = 5.0) -> Endpoint
     return EndpointLoader(pool, Query.ORDERS, OriginShape(SPAN_S), pool_timeout_s=pool_timeout_s)
 
 
-def race(name: str, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool
+def race(name: str, cache: Commands, locks: Commands, pool: ConnectionPool
          ) -> tuple[list[Outcome], int]:
     """Release THREADS clients at once on a missing key; return outcomes and origin calls."""
     spec = strategies.parse(name)
@@ -44,6 +46,8 @@ def race(name: str, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool
 
     def client() -> None:
         probe = Probe()
+        cache.connect()  # as a worker's client thread does before the start instant
+        locks.connect()
         barrier.wait()
         outcome = strategy.fetch("orders:0", probe)
         with lock:
@@ -60,8 +64,9 @@ def race(name: str, cache: redis.Redis, locks: redis.Redis, pool: ConnectionPool
 
 
 def test_naive_sends_the_herd_to_the_origin(cache: redis.Redis, locks: redis.Redis,
-                                            pool: ConnectionPool, reset_statements: str) -> None:
-    outcomes, calls = race("naive", cache, locks, pool)
+                                            pool: ConnectionPool, reset_statements: str,
+                                            commands: MakeCommands) -> None:
+    outcomes, calls = race("naive", commands(cache), commands(locks), pool)
     assert calls >= 10, f"only {calls} of {THREADS} naive clients reached the origin"
     assert outcomes.count(Outcome.FILLED) == calls
     assert origin_db_calls(reset_statements) == calls  # PostgreSQL saw exactly these
@@ -69,8 +74,9 @@ def test_naive_sends_the_herd_to_the_origin(cache: redis.Redis, locks: redis.Red
 
 @pytest.mark.parametrize(("name", "most"), [("lock", 3), ("lock-dc", 1)])
 def test_lock_lets_few_through(name: str, most: int, cache: redis.Redis, locks: redis.Redis,
-                               pool: ConnectionPool, reset_statements: str) -> None:
-    outcomes, calls = race(name, cache, locks, pool)
+                               pool: ConnectionPool, reset_statements: str,
+                               commands: MakeCommands) -> None:
+    outcomes, calls = race(name, commands(cache), commands(locks), pool)
     assert 1 <= calls <= most
     assert outcomes.count(Outcome.FILLED) == calls
     assert set(outcomes) <= {Outcome.FILLED, Outcome.WAITED, Outcome.HIT}
@@ -80,10 +86,11 @@ def test_lock_lets_few_through(name: str, most: int, cache: redis.Redis, locks: 
 
 
 def test_a_waiter_gives_up_after_its_bounded_wait(cache: redis.Redis, locks: redis.Redis,
-                                                  pool: ConnectionPool) -> None:
+                                                  pool: ConnectionPool,
+                                                  commands: MakeCommands) -> None:
     locks.set("lock:orders:0", b"someone-else", px=10_000)
     strategy = strategies.parse("lock:max_wait_ms=50,poll_ms=5").build(
-        Deps(cache, locks, orders_loader(pool), ttl_ms=5000))
+        Deps(commands(cache), commands(locks), orders_loader(pool), ttl_ms=5000))
     with pytest.raises(strategies.LockWaitTimeout):
         strategy.fetch("orders:0", Probe())
     assert locks.get("lock:orders:0") == b"someone-else"  # never deleted someone else's lock

@@ -31,8 +31,11 @@ def spec(clients: int, seconds: float, **extra: object) -> TrialSpec:
     return trial_spec(clients, seconds, run_id="selfcheck", origin_span_s=SPAN_S, **extra)
 
 
-def test_undersized_client_pool_shows_as_errors_not_fast_successes(services: Services) -> None:
-    result = run_trial(spec(8, 1.0, redis_max_connections=2), services, lambda _: None)
+@pytest.mark.parametrize("path", ["lean", "pooled"])  # --redis-client: the same bound either way
+def test_undersized_client_pool_shows_as_errors_not_fast_successes(services: Services,
+                                                                   path: str) -> None:
+    result = run_trial(spec(8, 1.0, redis_max_connections=2, redis_client=path), services,
+                       lambda _: None)
     rows = transport.decode(result.rows)
     errors = rows.filter(pc.equal(rows["outcome"], "error"))
     assert errors.num_rows > 0

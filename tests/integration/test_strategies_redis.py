@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -12,15 +13,16 @@ from redis.retry import Retry
 import strategies
 from strategies import Deps, LockStoreDown, Outcome, Probe
 from strategies.background import BackgroundWorker
+from strategies.commands import Commands
 from strategies.lease import Lease
 from strategies.locking import OwnedLock
 from strategies.version import stamp
-from tests.strategy_helpers import SleepLoader, herd
+from tests.strategy_helpers import MakeCommands, SleepLoader, herd
 
 KEY = "orders:0"
 
 
-def build(text: str, cache: redis.Redis, locks: redis.Redis, loader: SleepLoader,
+def build(text: str, cache: Commands, locks: Commands, loader: SleepLoader,
           ttl_ms: int = 2000, background: BackgroundWorker | None = None) -> strategies.Strategy:
     return strategies.parse(text).build(Deps(cache, locks, loader, ttl_ms, background))
 
@@ -36,12 +38,14 @@ SLOW_LEASE_OK = "max_wait_ms=20000,lease_ms=20000"
     f"swr:{SLOW_OK}", f"two-level:{SLOW_OK}"])
 @pytest.mark.parametrize("on_cache_error", ["fail", "origin"])
 def test_fifty_threads_on_an_expired_key_make_one_origin_call(
-        text: str, on_cache_error: str, cache: redis.Redis, locks: redis.Redis) -> None:
+        text: str, on_cache_error: str, cache: redis.Redis, locks: redis.Redis,
+        commands: MakeCommands) -> None:
     """With a healthy cache the cache-error policy changes nothing."""
     loader = SleepLoader(0.02)
-    strategy = build(f"{text},on_cache_error={on_cache_error}", cache, locks, loader)
+    both = (commands(cache), commands(locks))
+    strategy = build(f"{text},on_cache_error={on_cache_error}", *both, loader)
     try:
-        results = herd(lambda probe: strategy.fetch(KEY, probe))
+        results = herd(lambda probe: strategy.fetch(KEY, probe), connect=both)
     finally:
         strategies.close_strategy(strategy)
     assert loader.calls == 1
@@ -53,16 +57,17 @@ def test_fifty_threads_on_an_expired_key_make_one_origin_call(
 
 @pytest.mark.parametrize("on_cache_error", ["fail", "origin"])
 def test_naive_herd_makes_many_origin_calls(on_cache_error: str, cache: redis.Redis,
-                                            locks: redis.Redis) -> None:
+                                            locks: redis.Redis, commands: MakeCommands) -> None:
     loader = SleepLoader(0.05)
-    strategy = build(f"naive:on_cache_error={on_cache_error}", cache, locks, loader)
-    results = herd(lambda probe: strategy.fetch(KEY, probe))
+    both = (commands(cache), commands(locks))
+    strategy = build(f"naive:on_cache_error={on_cache_error}", *both, loader)
+    results = herd(lambda probe: strategy.fetch(KEY, probe), connect=both)
     assert loader.calls >= 10  # 50 released together on a 50 ms origin: most miss
     assert sum(p.origin_calls for _, p in results) == loader.calls
 
 
-def test_lock_is_released_only_by_its_owner(locks: redis.Redis) -> None:
-    lock = OwnedLock(locks, 5000)
+def test_lock_is_released_only_by_its_owner(locks: redis.Redis, commands: MakeCommands) -> None:
+    lock = OwnedLock(commands(locks), 5000)
     token = lock.try_acquire("lock:k")
     assert token is not None
     assert lock.try_acquire("lock:k") is None
@@ -72,8 +77,9 @@ def test_lock_is_released_only_by_its_owner(locks: redis.Redis) -> None:
     assert locks.get("lock:k") is None
 
 
-def test_slow_holder_cannot_delete_the_next_holders_lock(locks: redis.Redis) -> None:
-    lock = OwnedLock(locks, 50)
+def test_slow_holder_cannot_delete_the_next_holders_lock(locks: redis.Redis,
+                                                         commands: MakeCommands) -> None:
+    lock = OwnedLock(commands(locks), 50)
     slow = lock.try_acquire("lock:k")
     assert slow is not None
     time.sleep(0.2)  # longer than the lock TTL: the lock expired under the slow holder
@@ -83,8 +89,9 @@ def test_slow_holder_cannot_delete_the_next_holders_lock(locks: redis.Redis) -> 
     assert locks.get("lock:k") == fast
 
 
-def test_lease_set_after_invalidation_is_rejected(cache: redis.Redis, locks: redis.Redis) -> None:
-    lease = Lease(Deps(cache, locks, SleepLoader(), 2000), Lease.Params())
+def test_lease_set_after_invalidation_is_rejected(cache: redis.Redis, locks: redis.Redis,
+                                                  commands: MakeCommands) -> None:
+    lease = Lease(Deps(commands(cache), commands(locks), SleepLoader(), 2000), Lease.Params())
     token = lease.lease(KEY)
     assert token is not None
     assert lease.lease(KEY) is None  # one lease per key per interval
@@ -98,27 +105,31 @@ def test_lease_set_after_invalidation_is_rejected(cache: redis.Redis, locks: red
 
 
 def test_dead_lease_holder_frees_the_key_after_the_interval(cache: redis.Redis,
-                                                            locks: redis.Redis) -> None:
-    lease = Lease(Deps(cache, locks, SleepLoader(), 2000), Lease.Params(lease_ms=100, stale_ms=0))
+                                                            locks: redis.Redis,
+                                                            commands: MakeCommands) -> None:
+    deps = Deps(commands(cache), commands(locks), SleepLoader(), 2000)
+    lease = Lease(deps, Lease.Params(lease_ms=100, stale_ms=0))
     assert lease.lease(KEY) is not None  # this holder "dies": it never sets
     assert lease.lease(KEY) is None
     time.sleep(0.25)
     loader = SleepLoader(0.001)
-    strategy = Lease(Deps(cache, locks, loader, 2000), Lease.Params(lease_ms=100, stale_ms=0))
+    strategy = Lease(dataclasses.replace(deps, loader=loader), Lease.Params(lease_ms=100, stale_ms=0))
     assert strategy.fetch(KEY, Probe()) is Outcome.FILLED
     assert loader.calls == 1
 
 
-def test_swr_readers_never_wait_for_the_origin(cache: redis.Redis, locks: redis.Redis) -> None:
+def test_swr_readers_never_wait_for_the_origin(cache: redis.Redis, locks: redis.Redis,
+                                               commands: MakeCommands) -> None:
     loader = SleepLoader(0.3)
     rows: list[tuple[Outcome, Probe]] = []
     background = BackgroundWorker(lambda key, t, lat, outcome, probe, err: rows.append(
         (outcome, probe)))
     ttl_ms, hard_factor = 1000, 3.0
-    strategy = build(f"swr:hard_factor={hard_factor:g}", cache, locks, loader, ttl_ms, background)
+    both = (commands(cache), commands(locks))
+    strategy = build(f"swr:hard_factor={hard_factor:g}", *both, loader, ttl_ms, background)
     strategy.prime(KEY, stamp(0, b"primed"), int(time.time() * 1000) - 50)  # soft-expired 50 ms ago
     try:
-        results = herd(lambda probe: strategy.fetch(KEY, probe), threads=30)
+        results = herd(lambda probe: strategy.fetch(KEY, probe), threads=30, connect=both)
     finally:
         background.close()
     waited = [(o, p.origin_calls, p.lock_wait_ns) for o, p in results
@@ -136,17 +147,18 @@ def test_swr_readers_never_wait_for_the_origin(cache: redis.Redis, locks: redis.
 @pytest.mark.parametrize("text", ["lock-dc", "xfetch-lock", "local-lock", "swr"])
 @pytest.mark.parametrize("on_cache_error", ["fail", "origin"])
 def test_failing_lock_store_follows_the_policy(text: str, on_cache_error: str,
-                                               cache: redis.Redis) -> None:
+                                               cache: redis.Redis, commands: MakeCommands) -> None:
     """A lock-store failure is on_lock_error's, whatever on_cache_error says."""
     dead = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.2,
                        retry=Retry(NoBackoff(), 0))  # nothing listens on port 1
     loader = SleepLoader(0.001)
     text = f"{text}:on_cache_error={on_cache_error},on_lock_error"
-    open_ = strategies.parse(f"{text}=open").build(Deps(cache, dead, loader, 2000))
+    deps = Deps(commands(cache), commands(dead), loader, 2000)
+    open_ = strategies.parse(f"{text}=open").build(deps)
     assert open_.fetch(KEY, Probe()) is Outcome.FILLED
     assert loader.calls == 1
     cache.flushdb()
-    closed = strategies.parse(f"{text}=closed").build(Deps(cache, dead, loader, 2000))
+    closed = strategies.parse(f"{text}=closed").build(deps)
     with pytest.raises(LockStoreDown):
         closed.fetch(KEY, Probe())
     assert loader.calls == 1

@@ -13,21 +13,22 @@ from strategies import Deps, Probe
 from strategies.params import Expiry, OnWrite
 from strategies.twolevel import TwoLevel, TwoLevelParams
 from strategies.version import stamp
-from tests.strategy_helpers import SleepLoader, two_level_reader, two_level_rows
+from tests.strategy_helpers import MakeCommands, SleepLoader, two_level_reader, two_level_rows
 
 KEY = "orders:0"
 BOUND_S = 1.0  # pub/sub delivery on loopback is ~ms; generous for a shared 2-core machine
 
 
 def test_write_in_one_process_invalidates_the_local_copy_in_another(
-        redis_server: Callable[[str], str], cache: redis.Redis) -> None:
+        redis_server: Callable[[str], str], cache: redis.Redis, commands: MakeCommands) -> None:
     url = redis_server("cache")
     cache.set(KEY, stamp(1, b"old"), px=60_000)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    child = ctx.Process(target=two_level_reader, args=(url, KEY, out))
+    child = ctx.Process(target=two_level_reader, args=(url, KEY, out, commands.path))
     child.start()
-    writer = TwoLevel(Deps(cache, cache, SleepLoader(), 60_000), TwoLevelParams())
+    own = commands(cache)
+    writer = TwoLevel(Deps(own, own, SleepLoader(), 60_000), TwoLevelParams())
     try:
         assert out.get(timeout=60) == ("ready", 1)  # the child serves from its local copy
         written_at = time.time()
@@ -55,16 +56,17 @@ class Version7:
 
 
 def test_another_process_stops_serving_the_old_version_within_the_publish_delay(
-        redis_server: Callable[[str], str], cache: redis.Redis) -> None:
+        redis_server: Callable[[str], str], cache: redis.Redis, commands: MakeCommands) -> None:
     """From the rows: after a write-through in this process, the other process's reads serve
     version 7 from at most one publish delay on (its local copy of version 1 had a 60 s TTL)."""
     url = redis_server("cache")
     cache.set(KEY, stamp(1, b"old"), px=60_000)
     ctx = multiprocessing.get_context("spawn")
     out = ctx.Queue()
-    child = ctx.Process(target=two_level_rows, args=(url, KEY, out, 1.5))
+    child = ctx.Process(target=two_level_rows, args=(url, KEY, out, 1.5, commands.path))
     child.start()
-    writer = TwoLevel(Deps(cache, cache, Version7(), 60_000), TwoLevelParams(on_write=OnWrite.UPDATE))
+    own = commands(cache)
+    writer = TwoLevel(Deps(own, own, Version7(), 60_000), TwoLevelParams(on_write=OnWrite.UPDATE))
     try:
         assert out.get(timeout=60) == "ready"
         time.sleep(0.3)

@@ -15,10 +15,13 @@ from results.schema import WIRE_SCHEMA
 from tests.helpers import trial_spec
 from worker.trial import run_trial
 
+PATHS = pytest.mark.parametrize("path", ["lean", "pooled"])  # --redis-client
+
 
 def spec(clients: int, seconds: float, strategy: str = "lock",
-         params: dict[str, object] | None = None) -> TrialSpec:
-    return trial_spec(clients, seconds, strategy=strategy, params=params, progress_interval_s=0.1)
+         params: dict[str, object] | None = None, path: str = "lean") -> TrialSpec:
+    return trial_spec(clients, seconds, strategy=strategy, params=params, progress_interval_s=0.1,
+                      redis_client=path)
 
 
 @pytest.fixture
@@ -29,9 +32,10 @@ def services(redis_server: Callable[[str], str], postgres_dsn: str, cache: redis
                     postgres_dsn)
 
 
-def test_clients_start_together_and_every_request_is_a_row(services: Services) -> None:
+@PATHS
+def test_clients_start_together_and_every_request_is_a_row(services: Services, path: str) -> None:
     progress: list[dict[str, int]] = []
-    trial = spec(clients=5, seconds=1.0)
+    trial = spec(clients=5, seconds=1.0, path=path)
     result = run_trial(trial, services, progress.append)
     rows = transport.decode(result.rows)
     assert rows.schema.equals(WIRE_SCHEMA)
@@ -47,12 +51,14 @@ def test_clients_start_together_and_every_request_is_a_row(services: Services) -
     assert 0 < result.floor_p5_ns < 50_000_000
 
 
-def test_failures_become_error_rows_with_their_type(services: Services) -> None:
+@PATHS
+def test_failures_become_error_rows_with_their_type(services: Services, path: str) -> None:
     # The cache answers, the lock store does not: with the fail-closed policy every miss fails
     # when it asks for the lock.
     broken = Services(services.cache_url, "redis://127.0.0.1:1/0", services.broker_url,
                       services.origin_dsn)
-    trial = spec(clients=2, seconds=0.3, strategy="lock", params={"on_lock_error": "closed"})
+    trial = spec(clients=2, seconds=0.3, strategy="lock", params={"on_lock_error": "closed"},
+                 path=path)
     result = run_trial(trial, broken, lambda _: None)
     rows = transport.decode(result.rows)
     assert rows.num_rows > 0

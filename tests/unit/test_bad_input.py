@@ -22,6 +22,7 @@ LAUNCH_CASES = [
     (["--ttl", "0"], "--ttl"), (["--ttl", "-1"], "--ttl"), (["--ttl", "x"], "--ttl"),
     (["--scale", "0"], "--scale"), (["--pool-size", "0"], "--pool-size"),
     (["--origin-ms", "-1"], "--origin-ms"),
+    (["--redis-client", "hiredis"], "--redis-client"),
     (["--strategies", "bogus"], "--strategies"), (["--strategies", "naive,nope"], "--strategies"),
     (["--strategies", "lock:nope=1"], "nope"),
     (["--strategies", "lock:poll_ms=0"], "poll_ms"),
@@ -38,6 +39,7 @@ LAUNCH_CASES = [
     (["--fault", "cache:kill@30", "--seconds", "5"], "not inside the trial"),
     (["--fault", "broker:restart@1", "--seconds", "5"], "between trials"),
     (["--fault", "worker:kill@1+2"], "takes no +DURATION"),
+    (["--service-timeout", "soon"], "--service-timeout"), (["--service-timeout", "-1"], "0<=x<=3600"),
 ]
 
 
@@ -47,6 +49,13 @@ def test_launch_bad_values(args: list[str], says: str, capsys: pytest.CaptureFix
     code, err = run_cli(["launch", "--out", str(tmp_path / "run"), *args], capsys)
     assert_bad_input(code, err, says)
     assert not (tmp_path / "run").exists()  # nothing started, nothing written
+
+
+def test_service_timeout_from_the_environment(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STAMPEDE_SERVICE_TIMEOUT", "two minutes")
+    code, err = run_cli(["launch", "--out", str(tmp_path / "run")], capsys)
+    assert_bad_input(code, err, "--service-timeout")
 
 
 def test_out_holds_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

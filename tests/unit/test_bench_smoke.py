@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from bench import recording, report_10m
+import pytest
+
+from bench import locust_bench, recording, report_10m
 from results import report
 
 
@@ -18,3 +21,24 @@ def test_synthetic_run_has_every_column_and_reports(tmp_path: Path) -> None:
 def test_recorded_rows_ship_and_decode() -> None:
     recorder = recording.record_rows(1000)
     assert recorder.to_batch().num_rows == 1000
+
+
+def test_locust_rate_is_read_from_its_last_json_summary() -> None:
+    """Each forked Locust worker prints its own empty summary before the master's."""
+    entry = {"num_requests": 3000, "num_failures": 2, "start_time": 100.0,
+             "last_request_timestamp": 102.0}
+    out = f'[]\n{json.dumps([entry, {**entry, "num_requests": 1000}])}\n[]\n'
+    run = locust_bench.summarise(locust_bench.master_json(out), processes=2)
+    assert (run.requests, run.failures, run.rps) == (4000, 4, 2000.0)
+    with pytest.raises(RuntimeError):
+        locust_bench.summarise(locust_bench.master_json("[]\n[]"), processes=1)
+
+
+def test_the_closing_ratios_of_make_bench() -> None:
+    from bench.cluster import Figures
+
+    runs = [locust_bench.LocustRun(n, 1, 0, rps) for n, rps in ((1, 9_000.0), (2, 10_000.0))]
+    figures = Figures(30_000.0, {"pooled": 15_000.0, "lean": 35_000.0, "socket": 40_000.0}, runs)
+    assert figures.efficiency == 0.75  # all-hit trial / plain-socket loop
+    assert figures.vs_locust == 3.0  # all-hit trial / Locust's best process count
+    assert Figures(1.0, {"socket": 2.0}, None).vs_locust is None

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 import pytest
@@ -19,7 +20,7 @@ import yaml
 from coordinator.cli.commands import cli
 from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV
 from tests.helpers import ROOT
-from tests.kustomize_lite import load_docs, render
+from tests.kustomize_lite import containers, load_docs, render
 
 K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
@@ -102,11 +103,106 @@ def test_single_node_overlay_drops_affinity_and_matches_workers() -> None:
     assert all("affinity" not in d["spec"].get("template", {}).get("spec", {}) for d in docs.values()
                if d["kind"] in ("Deployment", "StatefulSet"))
     assert docs[("Deployment", "worker")]["spec"]["replicas"] == _workers_option(
-        docs[("Job", "coordinator")]) == 2
+        docs[("Job", "coordinator")]) == 8
+
+
+def millicores(value: str | int) -> float:
+    text = str(value)
+    return float(text[:-1]) if text.endswith("m") else float(text) * 1000
+
+
+def mebibytes(value: str) -> float:
+    units = {"Gi": 1024.0, "Mi": 1.0}
+    return float(value[:-2]) * units[value[-2:]]
+
+
+def requested(docs: list[dict[str, Any]]) -> tuple[float, float]:
+    """Sum of CPU (millicores) and memory (MiB) requests over every pod the workloads make."""
+    cpu = mem = 0.0
+    for doc in docs:
+        spec = doc.get("spec", {})
+        if "template" not in spec:
+            continue
+        pods = int(spec.get("replicas", spec.get("parallelism", 1)))
+        for container in spec["template"]["spec"]["containers"]:
+            cpu += pods * millicores(container["resources"]["requests"]["cpu"])
+            mem += pods * mebibytes(container["resources"]["requests"]["memory"])
+    return cpu, mem
+
+
+def test_single_node_overlay_fits_a_default_two_cpu_minikube_node() -> None:
+    """minikube's smallest default node: 2 CPUs, 2,200 MB; its control plane requests about 750m CPU
+    and 170Mi."""
+    cpu, mem = requested(render(K8S / "overlays" / "single-node"))
+    assert cpu <= 1000, f"the single-node overlay requests {cpu:.0f}m CPU (8 workers included)"
+    assert mem <= 1792, f"the single-node overlay requests {mem:.0f}Mi memory"
+    assert requested(render(K8S / "base")) == (7000.0, 4352.0)  # the base: a node per role
+
+
+PROJECT_IMAGE = "stampede-lab"
+KUSTOMIZATIONS = [K8S / "base", *OVERLAYS, K8S / "tools"]
+
+
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda p: p.name)
+def test_project_image_is_not_pulled_when_present(directory: Path) -> None:
+    """No pull policy on a :latest image means Always: `kind load` would not help (ImagePullBackOff)."""
+    ours = [c for c in containers(render(directory)) if c["image"].split(":")[0] == PROJECT_IMAGE]
+    assert ours, f"{directory.name} runs no container of the project image"
+    assert all(c.get("imagePullPolicy") == "IfNotPresent" for c in ours), [c["name"] for c in ours]
+
+
+def test_runs_reader_is_reached_by_kustomize_edit_set_image() -> None:
+    tools, base = (yaml.safe_load((K8S / d / "kustomization.yaml").read_text()) for d in ("tools", "base"))
+    assert tools["resources"] == ["runs-reader.yaml"] and tools["namespace"] == "stampede-lab"
+    assert tools["images"] == base["images"]  # one `kustomize edit set image` per directory, kept equal
+    [reader] = containers(render(K8S / "tools"))
+    assert reader["image"] == "stampede-lab:latest"
+
+
+def test_set_image_reaches_the_runs_reader(tmp_path: Path) -> None:
+    """What `kustomize edit set image stampede-lab=registry.example/stampede-lab:v1` writes."""
+    tools = tmp_path / "tools"
+    shutil.copytree(K8S / "tools", tools)
+    kust = yaml.safe_load((tools / "kustomization.yaml").read_text())
+    kust["images"] = [{"name": "stampede-lab", "newName": "registry.example/stampede-lab", "newTag": "v1"}]
+    (tools / "kustomization.yaml").write_text(yaml.safe_dump(kust))
+    rendered = render(tools)
+    assert [c["image"] for c in containers(rendered)] == ["registry.example/stampede-lab:v1"]
+    if shutil.which("kubectl"):
+        done = subprocess.run(["kubectl", "kustomize", str(tools)], capture_output=True, text=True,
+                              timeout=60, check=True)
+        assert [d for d in yaml.safe_load_all(done.stdout) if d] == rendered
+
+
+def test_coordinator_job_waits_for_services_started_with_it() -> None:
+    """One `kubectl apply -k` starts the Job with the services, and it is never retried
+    (backoffLimit 0): it must wait for them (coordinator/probe.py) longer than a first initdb."""
+    job = _by_name(render(K8S / "base"))[("Job", "coordinator")]
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert job["spec"]["backoffLimit"] == 0
+    assert float(args[args.index("--service-timeout") + 1]) >= 300, args
+
+
+def test_the_origin_password_is_written_once_and_never_in_a_url() -> None:
+    """The Secret holds only POSTGRES_PASSWORD; the DSN has none; our pods get it as PGPASSWORD
+    (libpq reads it), so a password with `@` or `/` needs no URL encoding."""
+    docs = render(K8S / "base")
+    named = _by_name(docs)
+    secret = named[("Secret", "stampede-secret")]
+    assert list(secret["stringData"]) == ["POSTGRES_PASSWORD"]
+    password = secret["stringData"]["POSTGRES_PASSWORD"]
+    assert yaml.safe_dump_all(docs).count(password) == 1
+    dsn = named[("ConfigMap", "stampede-config")]["data"]["STAMPEDE_ORIGIN_DSN"]
+    assert dsn == "postgresql://stampede@origin:5432/stampede" and urlsplit(dsn).password is None
+    from_secret = {"valueFrom": {"secretKeyRef": {"name": "stampede-secret", "key": "POSTGRES_PASSWORD"}}}
+    for kind, name, variable in (("Deployment", "worker", "PGPASSWORD"), ("Job", "coordinator", "PGPASSWORD"),
+                                 ("StatefulSet", "origin", "POSTGRES_PASSWORD")):
+        [container] = named[(kind, name)]["spec"]["template"]["spec"]["containers"]
+        assert {"name": variable, **from_secret} in container["env"], f"{kind}/{name}"
 
 
 @pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl absent: Python rendering only")
-@pytest.mark.parametrize("directory", [K8S / "base", *OVERLAYS], ids=lambda p: p.name)
+@pytest.mark.parametrize("directory", KUSTOMIZATIONS, ids=lambda p: p.name)
 def test_python_rendering_agrees_with_kubectl(directory: Path) -> None:
     done = subprocess.run(["kubectl", "kustomize", str(directory)], capture_output=True, text=True,
                           timeout=60, check=True)
@@ -118,7 +214,7 @@ def test_python_rendering_agrees_with_kubectl(directory: Path) -> None:
 # --- every command, option, module and variable used exists in the code ---------------------
 
 def _containers() -> Iterator[tuple[str, dict[str, Any]]]:
-    docs = render(K8S / "base") + load_docs(K8S / "tools" / "runs-reader.yaml")
+    docs = render(K8S / "base") + render(K8S / "tools")
     for doc in docs:
         spec = doc.get("spec", {})
         pod = spec.get("template", {}).get("spec", spec)
@@ -153,6 +249,8 @@ def check_argv(argv: list[str]) -> None:
     elif program == "celery":
         importlib.import_module(argv[argv.index("-A") + 1])
         assert argv[argv.index("-A") + 2] in ("worker", "inspect")
+    elif argv[:2] == ["python", "-m"]:
+        importlib.import_module(argv[2])
     else:
         assert program in EXTERNAL, f"unknown program {program}"
 
@@ -187,8 +285,9 @@ def test_commands_options_modules_and_variables_exist() -> None:
 
 
 def test_dockerfile_runs_our_worker_on_python_311_slim() -> None:
+    """The public base stays the default; ``--build-arg BASE=`` selects another (a local one here)."""
     text = (ROOT / "Dockerfile").read_text()
-    assert "FROM python:3.11-slim" in text
+    assert "ARG BASE=python:3.11-slim\n" in text and "FROM ${BASE} AS runtime" in text
     cmd = yaml.safe_load(text.split("CMD", 1)[1].replace("\\\n", ""))
     check_argv(cmd)
     assert "USER 10001" in text
@@ -201,4 +300,13 @@ def test_dockerfile_runs_our_worker_on_python_311_slim() -> None:
 def test_dockerfile_copies_every_package_the_runtime_imports() -> None:
     text = (ROOT / "Dockerfile").read_text()
     for package in ("coordinator", "model", "worker", "strategies", "results"):
-        assert f"COPY {package} ./{package}" in text, f"the image lacks {package}/"
+        assert f"COPY {package} /src/{package}" in text, f"the image lacks {package}/"
+    assert "COPY README.md /src/" in text  # the package description
+    assert "-c /src/constraints.txt -r /src/requirements.txt" in text  # pinned versions
+
+
+def test_dockerignore_keeps_the_venv_runs_and_caches_out() -> None:
+    lines = (ROOT / ".dockerignore").read_text().splitlines()
+    ignored = {ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")}
+    assert {".venv", "runs", ".git", ".env", "**/__pycache__", ".mypy_cache", ".pytest_cache"} <= ignored
+    assert not {"deploy", "README.md", "constraints.txt", "deploy/wheels"} & ignored

@@ -16,7 +16,7 @@ from coordinator.cli.launch import config_from
 from coordinator.config import LaunchConfig
 from coordinator.manifest import Manifest, ManifestError, mask_argv
 from coordinator.provenance import git_state
-from model.services import Services
+from model.services import RedisPath, Services
 from results.schema import MANIFEST_VERSION
 from tests.helpers import ROOT
 
@@ -47,12 +47,24 @@ def _rebuilt(config: LaunchConfig) -> LaunchConfig:
     ["--strategies", "naive:jitter=0.2,lock-dc:wake=notify,xfetch:beta=10", "--ttl", "1.5",
      "--expiry", "aligned", "--force-clock", "--worker-timeout", "9", "--fault", "cache:kill@3"],
     ["--keys", "zipf:1000:1.1", "--rate", "200", "--think-ms", "1", "--origin-ms", "2", "--no-seed"],
+    ["--redis-client", "pooled"],
 ])
 def test_every_resolved_option_rebuilds_the_same_config(args: list[str]) -> None:
     config = _config(["--out", "x", *args])
     rebuilt = _rebuilt(config)
     assert rebuilt == replace(config, command=())  # the command line is provenance, not an option
     assert Manifest.of(rebuilt).options == _written(config)["manifest"]["options"]
+
+
+def test_the_redis_client_path_is_recorded_and_older_runs_rerun_pooled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _config(["--out", "x"]).redis_client is RedisPath.LEAN
+    monkeypatch.setenv("STAMPEDE_REDIS_CLIENT", "pooled")
+    config = _config(["--out", "x"])
+    assert config.redis_client is RedisPath.POOLED
+    written = _written(replace(config, redis_client=RedisPath.LEAN))
+    del written["manifest"]["options"]["redis_client"]  # a run recorded before the option
+    assert Manifest.from_json(written).config(Path("y"), None).redis_client is RedisPath.POOLED
 
 
 def test_a_preset_run_reruns_as_it_was_after_the_preset_changes(

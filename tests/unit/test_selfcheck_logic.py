@@ -20,6 +20,15 @@ def test_spec_accepts_and_checks_redis_max_connections() -> None:
         TrialSpec.from_json({**data, "redis_max_connections": 0})
 
 
+def test_spec_carries_and_checks_the_redis_client_path() -> None:
+    data = trial_spec(2, 1.0, run_id="selfcheck").to_json()
+    assert TrialSpec.from_json(data).redis_client == "lean"  # the default path
+    assert TrialSpec.from_json({**data, "redis_client": "pooled"}).redis_client == "pooled"
+    for bad in ("hiredis", 1):
+        with pytest.raises(ValueError, match="redis_client"):
+            TrialSpec.from_json({**data, "redis_client": bad})
+
+
 def test_saturation_thresholds() -> None:
     assert not checks.is_saturated(0.5, 1.0, 1.0)
     assert checks.is_saturated(checks.CPU_SATURATED, 0.0, 0.0)

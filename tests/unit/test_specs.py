@@ -88,6 +88,9 @@ def test_baseline_task_arguments_are_checked() -> None:
 
     ok = {"clients": 25, "key": "orders:0", "start_ns": 1, "seconds": 5}
     assert BaselineSpec.from_json(ok).clients == 25
-    for bad in ({**ok, "clients": 0}, {**ok, "seconds": -1}, {**ok, "key": ""}, {"clients": 1}):
+    assert BaselineSpec.from_json(ok).client == "pooled"  # what the task meant before issue 18
+    assert BaselineSpec.from_json({**ok, "client": "socket"}).client == "socket"
+    for bad in ({**ok, "clients": 0}, {**ok, "seconds": -1}, {**ok, "key": ""}, {"clients": 1},
+                {**ok, "client": "udp"}, {**ok, "clients": 2, "extra": 1}):
         with pytest.raises(InvalidBaseline):
             BaselineSpec.from_json(bad)

@@ -1,0 +1,206 @@
+"""The lean command path: each client thread owns one redis-py ``Connection`` per server.
+
+A pooled ``redis.Redis`` spends most of a GET's CPU outside the socket: the pool checkout (a
+lock and a ``can_read`` poll), the command packing, the reply callbacks (issue 18 measured
+15-16k GETs/s pooled against 37-38k this way, 8 processes x 25 threads on 2 cores). Here a
+thread's connection is created on its first command and kept for the trial (``close`` ends
+them all); ``GET key`` is packed once per key; a command is ``send_packed_command`` then
+``read_response`` on redis-py's own connection and parser (hiredis when installed), so the
+replies, errors and timeouts are redis-py's. Failure semantics are the pooled client's: a
+dropped connection or a timeout raises redis-py's ConnectionError / TimeoutError, the
+connection closes itself, and the thread's next command connects again. Exhaustion too: more
+threads than ``max_connections`` raise MaxConnectionsError, never wait.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import redis
+from redis.client import PubSub
+from redis.exceptions import MaxConnectionsError, NoScriptError, ResponseError
+
+from strategies.commands import Arg, Command, Script, set_command
+
+# A connection idle this long is checked before use, as the pool checks each checkout: a server
+# that restarted meanwhile closed it, and the command would fail on a dead socket. Client threads
+# hitting the cache never idle this long; a lock-store connection between two misses does.
+IDLE_CHECK_S = 0.2
+PACKED_GETS = 100_000  # ``GET key`` packed once per key, up to this many keys
+SHARED_CONNECTIONS = 4  # two-level's listener: off the request path, pooled
+
+
+class Connection(Protocol):
+    """The part of redis-py's ``Connection`` used here, typed (redis-py leaves it untyped)."""
+
+    @property
+    def is_connected(self) -> bool: ...
+
+    def can_read(self) -> bool: ...
+
+    def connect(self) -> None: ...
+
+    def disconnect(self) -> None: ...
+
+    def pack_command(self, *args: Arg) -> list[bytes]: ...
+
+    def pack_commands(self, commands: Sequence[Command]) -> list[bytes]: ...
+
+    def send_packed_command(self, command: Sequence[bytes], check_health: bool) -> None: ...
+
+    def read_response(self) -> Any: ...
+
+
+class _Owned:
+    __slots__ = ("conn", "used")
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.used = time.monotonic()
+
+
+def _ready(conn: Connection) -> None:
+    """Drop an idle connection the server closed (or that holds stray data), as the pool's
+    checkout does; the next command connects again and any failure of that is raised."""
+    if not conn.is_connected:
+        return
+    try:
+        stale = conn.can_read()
+    except (redis.ConnectionError, redis.TimeoutError, OSError):
+        stale = True
+    if stale:
+        conn.disconnect()
+
+
+class LeanCommands:
+    """``Commands`` on a connection owned by the calling thread (see the module's docstring)."""
+
+    def __init__(self, pool: redis.ConnectionPool, max_connections: int) -> None:
+        """``pool`` says how to connect (its class and arguments); its own connections serve
+        only what is shared (``pubsub``)."""
+        self._make = functools.partial(pool.connection_class, **pool.connection_kwargs)
+        self._shared = redis.Redis(connection_pool=pool)
+        self._max = max_connections
+        self._local = threading.local()
+        self._owned: list[Connection] = []
+        self._mutex = threading.Lock()
+        self._gets: dict[str, tuple[bytes]] = {}
+
+    @classmethod
+    def from_url(cls, url: str, max_connections: int, **kwargs: Any) -> LeanCommands:
+        pool = redis.ConnectionPool.from_url(url, max_connections=SHARED_CONNECTIONS, **kwargs)
+        return cls(pool, max_connections)
+
+    def _conn(self) -> Connection:
+        try:
+            owned: _Owned = self._local.owned
+        except AttributeError:
+            owned = self._local.owned = _Owned(self._open())
+        now = time.monotonic()
+        if now - owned.used > IDLE_CHECK_S:
+            _ready(owned.conn)
+        owned.used = now
+        return owned.conn
+
+    def _open(self) -> Connection:
+        with self._mutex:
+            if len(self._owned) >= self._max:
+                raise MaxConnectionsError("Too many connections")
+            conn: Connection = self._make()
+            self._owned.append(conn)
+        return conn
+
+    def call(self, *args: Arg) -> Any:
+        """One command on this thread's connection; its reply as redis-py's parser gives it."""
+        conn = self._conn()
+        conn.send_packed_command(conn.pack_command(*args), False)
+        return conn.read_response()
+
+    def get(self, key: str) -> bytes | None:
+        conn = self._conn()
+        packed = self._gets.get(key)
+        if packed is None:
+            packed = (b"".join(conn.pack_command("GET", key)),)
+            if len(self._gets) < PACKED_GETS:
+                self._gets[key] = packed
+        conn.send_packed_command(packed, False)
+        reply: bytes | None = conn.read_response()
+        return reply
+
+    def set(self, key: str, value: bytes, *, px: int | None = None, pxat: int | None = None,
+            nx: bool = False) -> bool:
+        return self.call(*set_command(key, value, px, pxat, nx)) is not None
+
+    def delete(self, *keys: str) -> int:
+        return int(self.call("DEL", *keys))
+
+    def pttl(self, key: str) -> int:
+        return int(self.call("PTTL", key))
+
+    def rpush(self, key: str, value: bytes) -> int:
+        return int(self.call("RPUSH", key, value))
+
+    def blpop(self, key: str, timeout_s: float) -> bytes | None:
+        reply: list[bytes] | None = self.call("BLPOP", key, timeout_s)
+        return None if reply is None else reply[1]
+
+    def pipeline(self, *commands: Command, transaction: bool = False) -> None:
+        """Every reply is read off the socket before the first error is raised: the connection
+        stays in step for the next command."""
+        sent = [("MULTI",), *commands, ("EXEC",)] if transaction else list(commands)
+        conn = self._conn()
+        conn.send_packed_command(conn.pack_commands(sent), False)
+        first: ResponseError | None = None
+        reply: Any = None
+        for _ in sent:
+            try:
+                reply = conn.read_response()
+            except ResponseError as exc:
+                first = first or exc
+        if transaction and first is None and isinstance(reply, list):
+            first = next((r for r in reply if isinstance(r, ResponseError)), None)
+        if first is not None:
+            raise first
+
+    def script(self, source: str) -> Script:
+        return _LeanScript(self, source)
+
+    def pubsub(self) -> PubSub:
+        pubsub: PubSub = self._shared.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True)
+        return pubsub
+
+    def connect(self) -> None:
+        conn = self._conn()
+        if not conn.is_connected:
+            conn.connect()
+
+    def close(self) -> None:
+        """Close every thread's connection and the shared pool (the trial is over)."""
+        with self._mutex:
+            owned, self._owned = self._owned, []
+        for conn in owned:
+            conn.disconnect()
+        self._shared.close()
+
+
+class _LeanScript:
+    """EVALSHA with the script's digest; on NOSCRIPT (a restarted or flushed server) the script
+    is loaded and run again, as redis-py's ``Script`` does."""
+
+    def __init__(self, commands: LeanCommands, source: str) -> None:
+        self._commands = commands
+        self._source = source
+        self._sha = hashlib.sha1(source.encode()).hexdigest()
+
+    def __call__(self, keys: list[str], args: list[Arg]) -> Any:
+        try:
+            return self._commands.call("EVALSHA", self._sha, len(keys), *keys, *args)
+        except NoScriptError:
+            self._commands.call("SCRIPT", "LOAD", self._source)
+            return self._commands.call("EVALSHA", self._sha, len(keys), *keys, *args)

