@@ -19,6 +19,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from coordinator.probe import REPORT_EVERY_S
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess, free_port
 from coordinator.stack.redis_server import start_redis
@@ -59,7 +60,9 @@ def test_run_proceeds_when_services_come_up_late(workdir: Path) -> None:
                                 stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
         _wait_for_text(err, "waiting for --origin-dsn", 30)
-        time.sleep(3)  # a few seconds with nothing up: several rounds of "not up yet"
+        # Nothing up for longer than the progress period: the wait is said again, with its
+        # elapsed time, before anything answers.
+        time.sleep(REPORT_EVERY_S + 1.5)
         for name in ("cache", "locks", "broker"):
             started.append(start_redis(name, workdir, port=ports[name])[0])
         started.append(start_postgres(workdir, port=ports["origin"])[0])
@@ -78,7 +81,7 @@ def test_run_proceeds_when_services_come_up_late(workdir: Path) -> None:
         assert any(line.startswith(f"waiting for {option} ") for line in waits), option
     assert all("Connection refused" in line for line in waits), waits
     elapsed = [int(m.group(1)) for line in waits if (m := re.search(r"\((\d+) s of 90 s\)", line))]
-    assert len(elapsed) == len(waits) and max(elapsed) >= 3, waits
+    assert len(elapsed) == len(waits) and max(elapsed) >= REPORT_EVERY_S, waits
     trials = pq.read_table(out / "trials.parquet").to_pylist()
     assert [t["strategy"] for t in trials] == ["naive"]
     assert trials[0]["requests"] > 0 and trials[0]["db_calls_match"], trials
