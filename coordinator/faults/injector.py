@@ -31,7 +31,8 @@ APPLY_TIMEOUT_S = 15.0  # bound on waiting for a fault that is being applied
 
 @dataclass(frozen=True)
 class Applied:
-    """One fault as it happened: when (ns, coordinator clock), on what, and any failure."""
+    """One fault as it happened: when it was in effect (ns, coordinator clock), on what, and any
+    failure."""
 
     fault: Fault
     at_ns: int
@@ -158,12 +159,14 @@ class Injector(TrialHooks):
         return restarted + self.stack.restart_dead()
 
     def _apply(self, fault: Fault) -> None:
-        at_ns = time.time_ns()
         try:
             detail = self._act(fault)
             error = None
         except Exception as exc:  # noqa: BLE001 - a fault that failed to apply is reported, not lost
             detail, error = "not applied", f"{type(exc).__name__}: {exc}"
+        # The fault window opens when the fault is in effect (a killed server reaped, not when
+        # the signal was sent): a request started before that may still be answered by it.
+        at_ns = time.time_ns()
         with self._mutex:
             self._applied.append(Applied(fault, at_ns, detail, error))
         self.say(f"fault {fault.label}: {detail}" + (f" FAILED: {error}" if error else ""))
