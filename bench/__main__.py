@@ -21,8 +21,7 @@ def main() -> None:
     figures = cluster.run()
     print(f"generator efficiency with metrics on (scraped each second): {with_metrics.efficiency:.2f}")
     print(f"generator efficiency: {figures.efficiency:.2f}")
-    vs = figures.vs_locust
-    print(f"vs Locust: {vs:.1f} x" if vs is not None else "vs Locust: n/a (no Locust run: see above)")
+    print(figures.vs_locust_line())
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import redis
 from celery.utils import worker_direct
 
 import strategies
-from bench.locust_bench import LocustRun, best_locust
+from bench.locust_bench import USER_CLASSES, LocustRun, best_locust
 from coordinator import dispatch
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
@@ -181,8 +181,24 @@ class Figures:
 
     @property
     def vs_locust(self) -> float | None:
-        best = max((r.rps for r in self.locust or []), default=0.0)
-        return self.all_hit / best if best else None
+        """All-hit trial / Locust's fastest run (any user, any process count)."""
+        best = self.best_locust()
+        return self.all_hit / best.rps if best and best.rps else None
+
+    def best_locust(self, user: str | None = None) -> LocustRun | None:
+        """Locust's fastest run, of ``user`` only when given."""
+        runs = [r for r in self.locust or [] if user in (None, r.user)]
+        return max(runs, key=lambda r: r.rps, default=None)
+
+    def vs_locust_line(self) -> str:
+        """``vs Locust: Y x`` against its fastest run, then against each user's best."""
+        best = self.best_locust()
+        if best is None or not best.rps:
+            return "vs Locust: n/a (no Locust run: see above)"
+        users = [(u, self.best_locust(u)) for u in USER_CLASSES]
+        each = "; ".join(f"{self.all_hit / r.rps:.1f} x against {u} ({r.processes} processes)"
+                         for u, r in users if r is not None and r.rps)
+        return f"vs Locust: {self.all_hit / best.rps:.1f} x against its fastest run ({each})"
 
 
 def benchmark_1(bench: Bench, loops: tuple[str, ...]) -> Figures:
@@ -219,12 +235,16 @@ def locust_line(url: str) -> list[LocustRun] | None:
     runs = [t for t in tried if isinstance(t, LocustRun)]
     if not runs:
         return None
-    best = max(runs, key=lambda r: r.rps)
-    failed = sum(r.failures for r in runs)
-    print(f"    Locust {metadata.version('locust')}, 200 users: "
-          + "; ".join(f"{r.processes} process{'es' if r.processes > 1 else ''} {r.rps:,.0f}"
-                      for r in runs)
-          + f" rps (best: {best.processes}){f'; {failed} failed requests' if failed else ''}")
+    for user in USER_CLASSES:
+        mine = [r for r in runs if r.user == user]
+        if not mine:
+            continue
+        best = max(mine, key=lambda r: r.rps)
+        failed = sum(r.failures for r in mine)
+        print(f"    Locust {metadata.version('locust')}, 200 {user} users: "
+              + "; ".join(f"{r.processes} process{'es' if r.processes > 1 else ''} {r.rps:,.0f}"
+                          for r in mine)
+              + f" rps (best: {best.processes}){f'; {failed} failed requests' if failed else ''}")
     return runs
 
 

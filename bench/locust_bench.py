@@ -1,7 +1,8 @@
 """Locust on the same job as benchmark 1: 200 users GET the hot key of the same Valkey.
 
 Locust (a bench-only dependency: ``pip install -e '.[bench]'``, which ``make bench`` does) runs
-headless from bench/locustfile.py at each process count, every user spawned at once; its rate
+headless from bench/locustfile.py, each of its two users (``USERS_CLASSES``) at each process
+count, every user spawned at once; its rate
 is its own count of requests over its own span (first start to last request), from its JSON
 summary. Its best count is
 the anchor of the closing ``vs Locust`` line (BRIEF section 6: the product should generate more
@@ -28,8 +29,14 @@ PROCESS_COUNTS = (1, 2, 8)  # 1: no --processes; else master + N forked workers
 SECONDS = 10.0
 
 
+# The usual Locust Redis user (a redis.Redis per user) and the fastest we found (one pinned
+# connection per user): bench/locustfile.py.
+USER_CLASSES = ("PooledGet", "PinnedGet")
+
+
 @dataclass(frozen=True)
 class LocustRun:
+    user: str
     processes: int
     requests: int
     failures: int
@@ -57,42 +64,46 @@ def master_json(text: str) -> list[dict[str, Any]]:
     return max(found, key=lambda v: sum(int(s.get("num_requests", 0)) for s in v), default=[])
 
 
-def summarise(stats: list[dict[str, Any]], processes: int) -> LocustRun:
+def summarise(stats: list[dict[str, Any]], user: str, processes: int) -> LocustRun:
     """Requests over Locust's own span (first start to last request) across its entries."""
     if not stats:
         raise RuntimeError("Locust reported no requests (spawning outlasted the run?)")
     requests = sum(int(s["num_requests"]) for s in stats)
     span_s = max(s["last_request_timestamp"] for s in stats) - min(s["start_time"] for s in stats)
     failures = sum(int(s["num_failures"]) for s in stats)
-    return LocustRun(processes, requests, failures, requests / span_s if span_s > 0 else 0.0)
+    return LocustRun(user, processes, requests, failures,
+                     requests / span_s if span_s > 0 else 0.0)
 
 
-def run_locust(binary: str, url: str, key: str, processes: int, seconds: float) -> LocustRun:
+def run_locust(binary: str, url: str, key: str, user: str, processes: int,
+               seconds: float) -> LocustRun:
     """One headless Locust run, bounded in time; raise with its stderr when it fails."""
     # Every user at once (a spawn rate of 10 x the users: a ramp of 0.1 s inside the span), and
     # no --reset-stats: under load a forked worker that misses a heartbeat is sent its users
     # again, and each re-spawn reset the stats, down to none at the end of a short run.
     argv = [binary, "-f", str(LOCUSTFILE), "--headless", "-u", str(USERS), "-r", str(USERS * 10),
             "-t", f"{seconds:g}s", "--host", url, "--only-summary", "--json",
-            "--loglevel", "ERROR", "--stop-timeout", "2"]
+            "--loglevel", "ERROR", "--stop-timeout", "2", user]
     if processes > 1:
         argv += ["--processes", str(processes)]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=seconds + 90, check=False,
                           env={**os.environ, "STAMPEDE_BENCH_KEY": key})
     if done.returncode not in (0, 1):  # 1: some request failed (counted below)
         raise RuntimeError(f"locust exited {done.returncode}: {done.stderr[-800:]}")
-    return summarise(master_json(done.stdout), processes)
+    return summarise(master_json(done.stdout), user, processes)
 
 
 def best_locust(url: str, key: str, seconds: float = SECONDS) -> list[LocustRun | str] | None:
-    """Locust at each process count: its run, or why it failed (None: Locust not installed)."""
+    """Each Locust user at each process count: its run, or why it failed (None: Locust not
+    installed)."""
     binary = locust_binary()
     if binary is None:
         return None
     runs: list[LocustRun | str] = []
-    for n in PROCESS_COUNTS:
-        try:
-            runs.append(run_locust(binary, url, key, n, seconds))
-        except (RuntimeError, subprocess.TimeoutExpired) as exc:  # printed in the bench's output
-            runs.append(f"{n} processes failed: {exc}")
+    for user in USER_CLASSES:
+        for n in PROCESS_COUNTS:
+            try:
+                runs.append(run_locust(binary, url, key, user, n, seconds))
+            except (RuntimeError, subprocess.TimeoutExpired) as exc:  # printed by the bench
+                runs.append(f"{user} at {n} processes failed: {exc}")
     return runs

@@ -4,18 +4,21 @@ A pooled ``redis.Redis`` spends most of a GET's CPU outside the socket: the pool
 lock and a ``can_read`` poll), the command packing, the reply callbacks (issue 18 measured
 15-16k GETs/s pooled against 37-38k this way, 8 processes x 25 threads on 2 cores). Here a
 thread's connection is created on its first command and kept for the trial (``close`` ends
-them all); ``GET key`` is packed once per key; a command is ``send_packed_command`` then
-``read_response`` on redis-py's own connection and parser (hiredis when installed), so the
-replies, errors and timeouts are redis-py's. Failure semantics are the pooled client's: a
-dropped connection or a timeout raises redis-py's ConnectionError / TimeoutError, the
-connection closes itself, and the thread's next command connects again. Exhaustion too: more
-threads than ``max_connections`` raise MaxConnectionsError, never wait.
+them all); ``GET key`` is packed once per key; a command is sent on the connection's socket and
+its reply read by the connection's own parser (hiredis when installed), so the replies are
+redis-py's. ``_round_trip`` does what ``send_packed_command`` + ``read_response`` do around
+them, without their layers: four Python frames per command were a third of the lean loop's rate
+with 25 threads per process (each frame held the GIL longer after every reply). Failure
+semantics are the pooled client's: a dropped connection or a timeout raises redis-py's
+ConnectionError / TimeoutError, the connection is closed, and the next command connects again.
+Exhaustion too: more threads than ``max_connections`` raise MaxConnectionsError, never wait.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -37,6 +40,11 @@ SHARED_CONNECTIONS = 4  # two-level's listener: off the request path, pooled
 
 class Connection(Protocol):
     """The part of redis-py's ``Connection`` used here, typed (redis-py leaves it untyped)."""
+
+    _sock: socket.socket | None
+    _parser: Any
+    host: str
+    port: int
 
     @property
     def is_connected(self) -> bool: ...
@@ -77,6 +85,44 @@ def _ready(conn: Connection) -> None:
         conn.disconnect()
 
 
+def _round_trip(conn: Connection, packed: bytes) -> Any:
+    """Send ``packed``, read its reply: redis-py's ``send_packed_command`` + ``read_response``
+    (same exceptions, same messages, the connection closed on any failure), one frame deep."""
+    if conn._sock is None:
+        conn.connect()
+    sent = False
+    try:
+        conn._sock.sendall(packed)  # type: ignore[union-attr]
+        sent = True
+        reply = conn._parser.read_response()
+    except BaseException as exc:
+        conn.disconnect()
+        error = _as_redis_error(exc, conn, sent)
+        if error is exc:
+            raise
+        raise error from None
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
+
+
+def _as_redis_error(exc: BaseException, conn: Connection, reading: bool) -> BaseException:
+    """The error redis-py's connection raises for ``exc`` (anything but a socket error: itself)."""
+    if reading:
+        where = f"{conn.host}:{conn.port}"
+        if isinstance(exc, TimeoutError):
+            return redis.TimeoutError(f"Timeout reading from {where}")
+        if isinstance(exc, OSError):
+            return redis.ConnectionError(f"Error while reading from {where} : {exc.args}")
+        return exc
+    if isinstance(exc, TimeoutError):
+        return redis.TimeoutError("Timeout writing to socket")
+    if isinstance(exc, OSError):
+        errno, message = ("UNKNOWN", exc.args[0]) if len(exc.args) == 1 else exc.args[:2]
+        return redis.ConnectionError(f"Error {errno} while writing to socket. {message}.")
+    return exc
+
+
 class LeanCommands:
     """``Commands`` on a connection owned by the calling thread (see the module's docstring)."""
 
@@ -89,7 +135,7 @@ class LeanCommands:
         self._local = threading.local()
         self._owned: list[Connection] = []
         self._mutex = threading.Lock()
-        self._gets: dict[str, tuple[bytes]] = {}
+        self._gets: dict[str, bytes] = {}
 
     @classmethod
     def from_url(cls, url: str, max_connections: int, **kwargs: Any) -> LeanCommands:
@@ -118,18 +164,16 @@ class LeanCommands:
     def call(self, *args: Arg) -> Any:
         """One command on this thread's connection; its reply as redis-py's parser gives it."""
         conn = self._conn()
-        conn.send_packed_command(conn.pack_command(*args), False)
-        return conn.read_response()
+        return _round_trip(conn, b"".join(conn.pack_command(*args)))
 
     def get(self, key: str) -> bytes | None:
         conn = self._conn()
         packed = self._gets.get(key)
         if packed is None:
-            packed = (b"".join(conn.pack_command("GET", key)),)
+            packed = b"".join(conn.pack_command("GET", key))
             if len(self._gets) < PACKED_GETS:
                 self._gets[key] = packed
-        conn.send_packed_command(packed, False)
-        reply: bytes | None = conn.read_response()
+        reply: bytes | None = _round_trip(conn, packed)
         return reply
 
     def set(self, key: str, value: bytes, *, px: int | None = None, pxat: int | None = None,

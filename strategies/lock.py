@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from strategies import version
-from strategies.base import Deps, Outcome, Probe
+from strategies.base import HIT, Deps, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.locking import lock_key
 from strategies.params import LockParams, Ttl
@@ -43,7 +43,7 @@ class Lock(version.CacheAside):
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
         if self._present(key, probe):
-            return Outcome.HIT
+            return HIT
         return self.fill_or_wait(key, probe)
 
     def fill_or_wait(self, key: str, probe: Probe) -> Outcome:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from strategies import version
-from strategies.base import Deps, Outcome, Probe
+from strategies.base import HIT, Deps, Outcome, Probe
 from strategies.params import CommonParams, Ttl
 from strategies.registry import register
 
@@ -24,7 +24,7 @@ class Naive(version.CacheAside):
         raw = self._deps.cache.get(key)
         if raw is not None:
             version.served(probe, raw)
-            return Outcome.HIT
+            return HIT
         self._fill(key, probe)
         return Outcome.FILLED
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from strategies import envelope, version
-from strategies.base import Deps, Job, LockStoreDown, Outcome, Probe
+from strategies.base import HIT, Deps, Job, LockStoreDown, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.lock import prime_under_lock
 from strategies.locking import lock_key
@@ -55,7 +55,7 @@ class StaleWhileRevalidate(version.CacheAside):
         version.served(probe, value.payload)
         late_us = -value.left_us(envelope.now_us())
         if late_us < 0:
-            return Outcome.HIT
+            return HIT
         probe.stale_age_ns = late_us * 1000
         return self._revalidate(key, probe, value.expiry_us * 1000)
 

@@ -18,7 +18,7 @@ import redis
 from redis.client import PubSub
 
 from strategies import version
-from strategies.base import Deps, Outcome, Probe, StrategyError
+from strategies.base import HIT, Deps, Outcome, Probe, StrategyError
 from strategies.commands import Commands, set_command
 from strategies.lock import Lock
 from strategies.params import Expiry, LockParams
@@ -116,7 +116,7 @@ class TwoLevel(Lock):
         if entry is not None and entry[0] > time.monotonic():
             probe.local_hit = 1
             version.served(probe, entry[1])
-            return Outcome.HIT
+            return HIT
         generation = self._invalidations.generation
         value = self._deps.cache.get(key)
         if value is None:
@@ -124,7 +124,7 @@ class TwoLevel(Lock):
         version.served(probe, value)
         if generation == self._invalidations.generation:
             self.local[key] = (time.monotonic() + self._local_ttl_s, value)
-        return Outcome.HIT
+        return HIT
 
     def write(self, key: str, value: bytes, expiry: Expiry, probe: Probe) -> None:
         """Rewrite a value in Redis and tell every process to drop its local copy."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from strategies import envelope, version
-from strategies.base import Deps, LockStoreDown, Outcome, Probe
+from strategies.base import HIT, Deps, LockStoreDown, Outcome, Probe
 from strategies.flight import SingleFlight
 from strategies.lock import prime_under_lock
 from strategies.locking import lock_key
@@ -83,7 +83,7 @@ class XFetch(version.CacheAside):
         version.served(probe, value.payload)
         if should_recompute(time.time(), value.expiry_us / 1e6, value.delta_s, self._beta, draw()):
             return self.early(key, probe, value)
-        return Outcome.HIT
+        return HIT
 
     def miss(self, key: str, probe: Probe) -> Outcome:
         self.fill(key, probe)
@@ -152,7 +152,7 @@ class XFetchLock(XFetch):
                 raise
             return super().early(key, probe, current)
         if token is None:
-            return Outcome.HIT  # another reader recomputes; this one serves the fresh value
+            return HIT  # another reader recomputes; this one serves the fresh value
         probe.refresh_of_ns = current.expiry_us * 1000
         outcome = self.flight.fill_locked(key, token, probe,
                                           lambda: self._renewed(key, current, probe),

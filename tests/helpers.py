@@ -1,11 +1,14 @@
 """Helpers shared by the tests of every kind: the coordinator CLI (in a subprocess or in-process),
-whether a PID is alive, the stack's PIDs from its log line, and a worker's trial arguments."""
+whether a PID is alive, the stack's PIDs from its log line, a worker's trial arguments, and a
+launched process's stderr lines read as they arrive."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -75,3 +78,45 @@ def trial_spec(clients: int, seconds: float, *, run_id: str = "t", strategy: str
                      worker_index=0, client_base=0, clients=clients, keys=["orders:0"],
                      ttl_ms=200, start_ns=start, end_ns=start + int(seconds * 1e9),
                      clock_offset_ns=0, pool_size=2, origin_span_s=origin_span_s, **extra)
+
+
+class LineReader:
+    """A process's stderr lines, each stamped (``time.time_ns()``) as a daemon thread reads it."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: list[tuple[int, str]] = []
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.append((time.time_ns(), line.rstrip("\n")))
+
+    def wait_for(self, pattern: re.Pattern[str], timeout_s: float,
+                 missing: str | None = None) -> tuple[int, re.Match[str]]:
+        """The first line matching ``pattern``: when it arrived, and the match. The process exiting
+        first, or ``timeout_s`` passing, fails the test (``missing`` or "no line matching ...")."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for at_ns, line in list(self.lines):
+                if match := pattern.search(line):
+                    return at_ns, match
+            assert self.proc.poll() is None, self.text()
+            time.sleep(0.05)
+        raise AssertionError(f"{missing or f'no line matching {pattern.pattern}'}:\n{self.text()}")
+
+    def sleep_after(self, start: re.Pattern[str], seconds: float, timeout_s: float,
+                    missing: str | None = None) -> None:
+        """Sleep until ``seconds`` after the instant a line matching ``start`` announces: the line's
+        arrival plus its first group (``starts in <s> s``)."""
+        at_ns, match = self.wait_for(start, timeout_s, missing)
+        start_ns = at_ns + round(float(match.group(1)) * 1e9)
+        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9 + seconds))
+
+    def join(self, timeout_s: float) -> None:
+        self.thread.join(timeout_s)
+
+    def text(self) -> str:
+        return "\n".join(line for _, line in self.lines)

@@ -35,8 +35,6 @@ LATENCY_BUCKETS = (0.00005, 0.0001, 0.0002, 0.0003, 0.0005, 0.00075, 0.001, 0.00
                    0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0)
 STALE_AGE_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 KEPT_TRIALS = 64  # finished trials whose series stay exported (then the oldest is dropped)
-_COLUMNS = ("op_codes", "outcome", "latency_ns", "origin_called", "origin_start_ns", "origin_ns",
-            "pool_wait_ns", "lock_wait_ns", "stale_age_ns", "error_code")
 _LAT_EDGES = np.array([round(b * 1e9) for b in LATENCY_BUCKETS], np.int64)
 _AGE_EDGES = np.array([round(b * 1e9) for b in STALE_AGE_BUCKETS], np.int64)
 _TRIAL_LABELS = ["run_id", "trial", "worker", "strategy"]
@@ -76,14 +74,14 @@ class TrialFeed:
         self.peak_inflight = 0
         for i, rec in enumerate(self.recorders):
             start = self.cursors[i]
-            end = min(len(getattr(rec, name)) for name in _COLUMNS)  # rows complete in all
+            end = len(rec)  # whole rows only: a row is appended in one step
             if end > start:
                 self._add(rec, start, end)
                 self.cursors[i] = end
 
     def _add(self, rec: Recorder, start: int, end: int) -> None:
-        col = {name: np.frombuffer(getattr(rec, name)[start:end], _dtype(name)) for name in _COLUMNS}
-        ops, n_ops = col["op_codes"].astype(np.int64), len(self.ops)
+        col = rec.rows(start, end)
+        ops, n_ops = col["op_code"].astype(np.int64), len(self.ops)
         self.requests += np.bincount(ops * len(OUTCOMES) + col["outcome"],
                                      minlength=self.requests.size).reshape(self.requests.shape)
         lat = col["latency_ns"]
@@ -114,7 +112,7 @@ class TrialFeed:
         codes = codes[codes >= 0]
         if not codes.size:
             return
-        names = {code: name for name, code in dict(rec._errors).items()}  # copy: threads add to it
+        names = rec.error_names()
         for code, count in zip(*np.unique(codes, return_counts=True), strict=True):
             name = names.get(int(code), "unknown")
             self.errors[name] = self.errors.get(name, 0) + int(count)
@@ -133,14 +131,6 @@ def peak_overlap(starts: np.ndarray, durations: np.ndarray) -> int:
     steps = np.concatenate([np.ones(starts.size, np.int64), -np.ones(starts.size, np.int64)])
     order = np.lexsort((steps, instants))
     return int(np.cumsum(steps[order]).max())
-
-
-_DTYPES: dict[str, type[np.generic]] = {"op_codes": np.int8, "outcome": np.int8,
-                                         "origin_called": np.int8, "error_code": np.int32}
-
-
-def _dtype(name: str) -> type[np.generic]:
-    return _DTYPES.get(name, np.int64)
 
 
 class WorkerCollector(Collector):

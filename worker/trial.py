@@ -86,7 +86,7 @@ class ClientGroup:
 
     def first_start_ns(self) -> int:
         """The earliest request of this worker (this host's clock): how late it really began."""
-        firsts = [r.t_start_ns[0] for r in self.recorders if len(r)]
+        firsts = [int(r.rows(0, 1)["t_start_ns"][0]) for r in self.recorders if len(r)]
         return min(firsts) if firsts else time.time_ns()
 
     def running(self) -> threading.Thread | None:

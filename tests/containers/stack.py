@@ -13,14 +13,14 @@ from __future__ import annotations
 import contextlib
 import re
 import subprocess
-import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.containers.compose import Compose, copy_out
 from tests.containers.engine import Images, docker
+from tests.helpers import LineReader
 
 START = re.compile(r"^trial 1/\d+ \S+ r1: sent to .* starts in ([\d.]+) s")
 
@@ -57,41 +57,23 @@ class Launch:
     compose: Compose
     name: str
     proc: subprocess.Popen[str]
-    lines: list[tuple[int, str]] = field(default_factory=list)
-    reader: threading.Thread | None = None
+    err: LineReader
 
     @classmethod
     def start(cls, compose: Compose, name: str, *args: str) -> Launch:
         proc = compose.popen("run", "-T", "--name", name, "coordinator", "coordinator", "launch", *args)
-        launch = cls(compose, name, proc)
-        launch.reader = threading.Thread(target=launch._read, daemon=True)
-        launch.reader.start()
-        return launch
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append((time.time_ns(), line.rstrip("\n")))
+        return cls(compose, name, proc, LineReader(proc))
 
     def sleep_into_trial(self, seconds: float, timeout_s: float = 240) -> None:
         """Sleep until ``seconds`` after trial 1's start instant (from its "starts in" line)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for at_ns, line in list(self.lines):
-                if match := START.search(line):
-                    start_ns = at_ns + round(float(match.group(1)) * 1e9)
-                    time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9 + seconds))
-                    return
-            assert self.proc.poll() is None, self.stderr()
-            time.sleep(0.05)
-        raise AssertionError(f"trial 1 never started:\n{self.stderr()}")
+        self.err.sleep_after(START, seconds, timeout_s, missing="trial 1 never started")
 
     def finish(self, out: str, dest: Path, timeout_s: float = 300) -> tuple[int, str]:
         """Wait for the run; copy ``out`` (in the container) to ``dest``; (exit code, stdout)."""
-        assert self.proc.stdout is not None and self.reader is not None
+        assert self.proc.stdout is not None
         table = self.proc.stdout.read()
         code = self.proc.wait(timeout_s)
-        self.reader.join(10)
+        self.err.join(10)
         try:
             copy_out(self.name, out, dest)
         except RuntimeError as exc:
@@ -102,4 +84,4 @@ class Launch:
         return code, table
 
     def stderr(self) -> str:
-        return "\n".join(line for _, line in self.lines)
+        return self.err.text()

@@ -26,7 +26,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from tests.containers.engine import Images, docker
-from tests.containers.k8s_as_containers import Cluster, postgres_uid_999
+from tests.containers.k8s_as_containers import Cluster, check_postgres_uid_999
 from tests.e2e.test_launch import REQUEST_COLUMNS, TRIAL_COLUMNS
 from tests.helpers import ROOT
 from tests.kustomize_lite import render
@@ -90,7 +90,8 @@ def first_wait(job: str, timeout_s: float = 120) -> None:
 
 def run_the_manifests(images: Images, dest: Path) -> Outcome:
     """The k8s-shaped run, the run directory copied to ``dest``, everything removed."""
-    stand_ins = {"redis:7.2": images.redis, "postgres:15": postgres_uid_999(images.postgres),
+    check_postgres_uid_999(images.postgres)
+    stand_ins = {"redis:7.2": images.redis, "postgres:15": images.postgres,
                  "stampede-lab:latest": images.project}
     timings: dict[str, float] = {}
     with Cluster(manifests(), stand_ins) as cluster:

@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ import pytest
 from model.services import Services
 from results import store
 from tests.conftest import start_worker
-from tests.helpers import ROOT, alive, coordinator_argv
+from tests.helpers import ROOT, LineReader, alive, coordinator_argv
 
 SILENCE_S = 5.0  # the default --worker-silence (coordinator.defaults.Timing)
 SHORT_PAUSE_S = 3.2  # above half the limit (slow), below it (not lost), with room for a busy host
@@ -40,46 +39,28 @@ class Launch:
     """A ``coordinator launch`` in a subprocess, its stderr lines stamped as they arrive."""
 
     proc: subprocess.Popen[str]
-    lines: list[tuple[int, str]] = field(default_factory=list)
-    reader: threading.Thread | None = None
+    err: LineReader
 
     @classmethod
     def start(cls, *args: str) -> Launch:
         proc = subprocess.Popen(coordinator_argv("launch", *args), cwd=ROOT, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        launch = cls(proc)
-        launch.reader = threading.Thread(target=launch._read, daemon=True)
-        launch.reader.start()
-        return launch
-
-    def _read(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
-            self.lines.append((time.time_ns(), line.rstrip("\n")))
+        return cls(proc, LineReader(proc))
 
     def wait_for(self, pattern: re.Pattern[str], timeout_s: float = 150) -> tuple[int, re.Match[str]]:
         """The first stderr line matching ``pattern``: when it arrived, and the match."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for at_ns, line in list(self.lines):
-                if match := pattern.search(line):
-                    return at_ns, match
-            assert self.proc.poll() is None, self.stderr()
-            time.sleep(0.05)
-        raise AssertionError(f"no line matching {pattern.pattern}:\n{self.stderr()}")
+        return self.err.wait_for(pattern, timeout_s)
 
     def sleep_into_trial(self, seconds: float) -> None:
         """Sleep until ``seconds`` after trial 1's start instant."""
-        at_ns, match = self.wait_for(START)
-        start_ns = at_ns + round(float(match.group(1)) * 1e9)
-        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9 + seconds))
+        self.err.sleep_after(START, seconds, timeout_s=150)
 
     def finish(self, timeout_s: float = 150) -> tuple[int, str]:
         """The exit code and stdout (the table); stderr stays the reader thread's alone."""
-        assert self.proc.stdout is not None and self.reader is not None
+        assert self.proc.stdout is not None
         out = self.proc.stdout.read()
         code = self.proc.wait(timeout_s)
-        self.reader.join(10)
+        self.err.join(10)
         return code, out
 
     def stop(self) -> None:
@@ -88,7 +69,7 @@ class Launch:
             self.proc.wait(30)
 
     def stderr(self) -> str:
-        return "\n".join(line for _, line in self.lines)
+        return self.err.text()
 
 
 @dataclass

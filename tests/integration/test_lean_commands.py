@@ -15,8 +15,9 @@ import pytest
 import redis
 import redis.exceptions as rex
 
+import model.lean as lean_module
 from model.lean import IDLE_CHECK_S, LeanCommands
-from strategies.commands import Commands, set_command
+from strategies.commands import Commands, PlainCommands, set_command
 from tests.strategy_helpers import MakeCommands
 
 
@@ -114,6 +115,33 @@ def test_a_connection_dropped_under_a_busy_thread_fails_one_request_then_reconne
         assert lean.get("k") == b"v"
     finally:
         lean.close()
+
+
+@pytest.mark.parametrize("path", ["pooled", "lean"])
+def test_a_server_that_stops_answering_times_out_then_the_next_command_reconnects(
+        cache: redis.Redis, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A paused server: redis-py's TimeoutError after the socket timeout on either path (the
+    lean path reads redis-py's parser on the connection's socket itself), the connection
+    closed, and the command after the pause answered on a new one. The idle check is pushed
+    out of the way: the failure itself must close the connection."""
+    monkeypatch.setattr(lean_module, "IDLE_CHECK_S", 60.0)
+    client = redis.Redis.from_url(_url(cache), socket_timeout=0.3)
+    commands: Commands = PlainCommands(client) if path == "pooled" else LeanCommands(
+        client.connection_pool, 8)
+    try:
+        cache.set("k", b"v")
+        assert commands.get("k") == b"v"
+        cache.execute_command("CLIENT", "PAUSE", 1500, "ALL")
+        started = time.monotonic()
+        with pytest.raises(redis.TimeoutError, match="Timeout reading from"):
+            commands.get("k")
+        assert 0.25 <= time.monotonic() - started < 1.2
+        time.sleep(1.5)
+        cache.set("k", b"w")  # a connection kept in use would read the late reply: b"v"
+        assert commands.get("k") == b"w"
+    finally:
+        cache.execute_command("CLIENT", "UNPAUSE")
+        commands.close()
 
 
 def _url(client: redis.Redis) -> str:

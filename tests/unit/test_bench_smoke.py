@@ -28,17 +28,22 @@ def test_locust_rate_is_read_from_its_last_json_summary() -> None:
     entry = {"num_requests": 3000, "num_failures": 2, "start_time": 100.0,
              "last_request_timestamp": 102.0}
     out = f'[]\n{json.dumps([entry, {**entry, "num_requests": 1000}])}\n[]\n'
-    run = locust_bench.summarise(locust_bench.master_json(out), processes=2)
+    run = locust_bench.summarise(locust_bench.master_json(out), "PooledGet", processes=2)
     assert (run.requests, run.failures, run.rps) == (4000, 4, 2000.0)
     with pytest.raises(RuntimeError):
-        locust_bench.summarise(locust_bench.master_json("[]\n[]"), processes=1)
+        locust_bench.summarise(locust_bench.master_json("[]\n[]"), "PooledGet", processes=1)
 
 
 def test_the_closing_ratios_of_make_bench() -> None:
     from bench.cluster import Figures
 
-    runs = [locust_bench.LocustRun(n, 1, 0, rps) for n, rps in ((1, 9_000.0), (2, 10_000.0))]
+    runs = [locust_bench.LocustRun(user, n, 1, 0, rps) for user, n, rps in (
+        ("PooledGet", 1, 5_000.0), ("PooledGet", 2, 6_000.0), ("PinnedGet", 2, 10_000.0))]
     figures = Figures(30_000.0, {"pooled": 15_000.0, "lean": 35_000.0, "socket": 40_000.0}, runs)
     assert figures.efficiency == 0.75  # all-hit trial / plain-socket loop
-    assert figures.vs_locust == 3.0  # all-hit trial / Locust's best process count
+    assert figures.vs_locust == 3.0  # all-hit trial / Locust's fastest run, whichever user
+    assert figures.vs_locust_line() == (
+        "vs Locust: 3.0 x against its fastest run (5.0 x against PooledGet (2 processes); "
+        "3.0 x against PinnedGet (2 processes))")
     assert Figures(1.0, {"socket": 2.0}, None).vs_locust is None
+    assert Figures(1.0, {"socket": 2.0}, None).vs_locust_line().startswith("vs Locust: n/a")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -75,14 +76,22 @@ def test_rows_are_counted_once_across_scrapes(collector: metrics.WorkerCollector
     assert scrape(collector) == again  # nothing new: nothing added
 
 
-def test_a_row_half_appended_waits_for_the_next_scrape(collector: metrics.WorkerCollector) -> None:
+def test_rows_appended_during_scrapes_are_each_counted_once(
+        collector: metrics.WorkerCollector) -> None:
+    """A client thread appends while the scrapes fold: every total only grows, and the last
+    one counts every row exactly once (a row is appended whole, never seen half written)."""
     rec = Recorder(0, ["orders:0"], OPS)
     collector.watch(trial_spec(1, 1.0), OPS, [rec])
-    add(rec, 1.0, Outcome.HIT)
-    rec.key_codes.append(0)  # a client thread in the middle of ``add``: some columns only
-    rec.op_codes.append(0)
-    rec.outcome.append(Outcome.HIT)
-    assert total(scrape(collector), "stampede_requests_total") == 1
+    rows = 20_000
+    appender = threading.Thread(target=lambda: [add(rec, 1.0, Outcome.HIT) for _ in range(rows)])
+    appender.start()
+    seen = []
+    while appender.is_alive():
+        seen.append(total(scrape(collector), "stampede_requests_total"))
+    appender.join()
+    seen.append(total(scrape(collector), "stampede_requests_total"))
+    assert seen == sorted(seen) and seen[-1] == rows
+    assert total(scrape(collector), "stampede_request_duration_seconds_count") == rows
 
 
 def test_finished_trial_keeps_its_totals_and_drops_its_rows(collector: metrics.WorkerCollector) -> None:
