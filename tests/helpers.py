@@ -1,9 +1,10 @@
 """Helpers shared by the tests of every kind: the coordinator CLI (in a subprocess or in-process),
-whether a PID is alive, the stack's PIDs from its log line, a worker's trial arguments, and a
-launched process's stderr lines read as they arrive."""
+whether a PID is alive, the stack's PIDs from its log line, a worker's trial arguments, a
+launched process's stderr lines read as they arrive, and what a finished launch wrote."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -11,13 +12,15 @@ import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 
 from coordinator.cli import main
 from model.wire import TrialSpec
+from results import store
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-Pa55"  # the password of the ``secured`` fixture's Redis
@@ -78,6 +81,25 @@ def trial_spec(clients: int, seconds: float, *, run_id: str = "t", strategy: str
                      worker_index=0, client_base=0, clients=clients, keys=["orders:0"],
                      ttl_ms=200, start_ns=start, end_ns=start + int(seconds * 1e9),
                      clock_offset_ns=0, pool_size=2, origin_span_s=origin_span_s, **extra)
+
+
+@dataclass
+class Finished:
+    """A finished ``coordinator launch``: exit code, table, stderr, and what it wrote (run
+    directory, run.json, trials)."""
+
+    code: int
+    table: str
+    stderr: str
+    out: Path
+    meta: dict[str, Any]
+    trials: list[dict[str, Any]]
+
+    @classmethod
+    def read(cls, code: int, table: str, stderr: str, out: Path, *extra: Any) -> Self:
+        """The launch's figures read back from ``out``; ``extra``: the subclass's own fields."""
+        meta = json.loads((out / "run.json").read_text())
+        return cls(code, table, stderr, out, meta, store.read_trials(out).to_pylist(), *extra)
 
 
 class LineReader:

@@ -12,7 +12,6 @@ Skipped, with one line, only where no Docker engine can run (tests/containers/fi
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from tests.containers.compose import Compose, HealthWatch
 from tests.containers.engine import Images, docker
 from tests.containers.stack import Launch, compose_stack, env_file
 from tests.e2e.test_launch import REQUEST_COLUMNS, TRIAL_COLUMNS
+from tests.helpers import Finished
 
 WORKERS = 8
 PASSWORD = "Pa55@host/db:x"  # psycopg would read `Pa55` as the password, `host/db...` as the host
@@ -46,13 +46,7 @@ class Stack:
 
 
 @dataclass
-class Run:
-    code: int
-    table: str
-    stderr: str
-    out: Path
-    meta: dict[str, Any]
-    trials: list[dict[str, Any]]
+class Run(Finished):
     seconds: float
 
     def rows(self) -> Any:
@@ -75,10 +69,7 @@ def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) ->
         docker("kill", victim)
         killed = f"worker@{victim[:12]}"  # the worker's node name: worker@<container hostname>
     code, table = launch.finish(f"/data/runs/{name}", stack.tmp / name)
-    out = stack.tmp / name
-    meta = json.loads((out / "run.json").read_text())
-    run = Run(code, table, launch.stderr(), out, meta, store.read_trials(out).to_pylist(),
-              time.monotonic() - started)
+    run = Run.read(code, table, launch.stderr(), stack.tmp / name, time.monotonic() - started)
     return run, killed
 
 

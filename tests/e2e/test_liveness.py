@@ -10,7 +10,6 @@ Two launches (about 50 s together on a quiet 2-core machine):
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -27,7 +26,7 @@ import pytest
 from model.services import Services
 from results import store
 from tests.conftest import start_worker
-from tests.helpers import ROOT, LineReader, alive, coordinator_argv
+from tests.helpers import ROOT, Finished, LineReader, alive, coordinator_argv
 
 SILENCE_S = 5.0  # the default --worker-silence (coordinator.defaults.Timing)
 SHORT_PAUSE_S = 3.2  # above half the limit (slow), below it (not lost), with room for a busy host
@@ -73,13 +72,7 @@ class Launch:
 
 
 @dataclass
-class Outcome:
-    code: int
-    table: str
-    stderr: str
-    out: Path
-    meta: dict[str, Any]
-    trials: list[dict[str, Any]]
+class Outcome(Finished):
     acted_ns: int  # when the test killed / paused the worker
     pids: dict[str, int] = field(default_factory=dict)
 
@@ -92,9 +85,7 @@ class Outcome:
 
 def _outcome(launch: Launch, out: Path, acted_ns: int, pids: dict[str, int]) -> Outcome:
     code, table = launch.finish()
-    meta = json.loads((out / "run.json").read_text())
-    return Outcome(code, table, launch.stderr(), out, meta, store.read_trials(out).to_pylist(),
-                   acted_ns, pids)
+    return Outcome.read(code, table, launch.stderr(), out, acted_ns, pids)
 
 
 def _resume(pid: int) -> None:
