@@ -108,10 +108,15 @@ def _client_kwargs(retries: int) -> dict[str, Any]:
             "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), retries)}
 
 
+def connection_bound(clients: int, max_connections: int | None = None) -> int:
+    """Connections per server: one per client thread plus a few (floor, refresh, writer)."""
+    return max_connections or clients + 4
+
+
 def redis_client(url: str, clients: int, max_connections: int | None = None,
                  retries: int = 0) -> redis.Redis:
     """A client whose pool holds one connection per thread plus a few; exhaustion raises."""
-    return redis.Redis.from_url(url, max_connections=max_connections or clients + 4,
+    return redis.Redis.from_url(url, max_connections=connection_bound(clients, max_connections),
                                 **_client_kwargs(retries))
 
 
@@ -119,7 +124,7 @@ def redis_commands(path: RedisPath, url: str, clients: int,
                    max_connections: int | None = None) -> Commands:
     """The client threads' commands to one server, by ``path``, with the same timeouts, the same
     bound on connections (one per thread plus a few) and the same exceptions either way."""
-    limit = max_connections or clients + 4
     if path is RedisPath.POOLED:
         return PlainCommands(redis_client(url, clients, max_connections))
-    return LeanCommands.from_url(url, limit, **_client_kwargs(0))
+    return LeanCommands.from_url(url, connection_bound(clients, max_connections),
+                                 **_client_kwargs(0))
