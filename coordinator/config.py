@@ -13,6 +13,7 @@ from coordinator.plan import ExpiryMode, Schedule
 from model.services import RedisPath, Services
 from model.workload import KeySet, Query, Workload, single
 from strategies import StrategySpec
+from strategies.base import CacheServer
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,11 @@ class LaunchConfig:
     @property
     def embedded(self) -> bool:
         return self.services is None
+
+    @property
+    def cache_servers(self) -> frozenset[CacheServer]:
+        """The kinds of cache the run's strategies keep their values on."""
+        return frozenset(s.cache_server for s in self.strategies)
 
     def schedule(self) -> Schedule:
         return Schedule(self.workers, self.clients, self.ttl_s, self.seconds,

@@ -81,7 +81,7 @@ def written_keys(rows: pa.Table) -> set[str]:
 
 
 def servers_check(spec: StrategySpec, endpoints: Sequence[Endpoint], deps: Callable[[Endpoint], Deps],
-                  dsn: str, keys: set[str]) -> EndCheck:
+                  ttl_left_ms: TtlLeft, dsn: str, keys: set[str]) -> EndCheck:
     """Build the trial's strategy per endpoint (to read its format) and check ``keys``."""
     if not keys:
         return EndCheck(0, 0)
@@ -90,7 +90,7 @@ def servers_check(spec: StrategySpec, endpoints: Sequence[Endpoint], deps: Calla
     try:
         owner = {key: by_prefix[key.rsplit(":", 1)[0]] for key in keys}
         return end_check(keys, {k: built[ep.name].cached_version for k, ep in owner.items()},
-                         lambda k: int(deps(owner[k]).cache.pttl(k)), dsn,
+                         ttl_left_ms, dsn,
                          {k: lifetime_s(spec, ep.ttl_ms) for k, ep in owner.items()})
     finally:
         for strategy in built.values():

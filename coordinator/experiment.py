@@ -99,12 +99,13 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
                          span_s=state.meta["origin"]["span_s"], hooks=hooks,
                          products=state.meta["origin"].get("products", 0))
-    state.meta["expiries"] = {"source": runner.expiry_source, "mode": config.expiry.value,
-                              "unavailable": runner.listener.unavailable,
-                              "listener_priority": runner.listener.priority}
-    if runner.listener.unavailable:
-        console.say(f"warning: {runner.listener.unavailable}; expiry events fall back to the "
-                    "schedule (marked 'schedule' in expiries.parquet and the table)")
+    caches = runner.expiry_meta()  # the first cache's keys as before, each cache's under "caches"
+    state.meta["expiries"] = {**next(iter(caches.values())), "mode": config.expiry.value,
+                              "caches": caches}
+    for kind, listener in runner.caches.listeners.items():
+        if listener.unavailable:
+            console.say(f"warning: {listener.unavailable}; {kind.value} expiry events fall back to "
+                        "the schedule (marked 'schedule' in expiries.parquet and the table)")
     try:
         _run_trials(state, roster, runner, app, hooks, lead_s)
     except BaseException:

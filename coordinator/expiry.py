@@ -1,4 +1,8 @@
-"""Observed expiry events: the cache server's keyspace notifications, stamped on our clock.
+"""Observed expiry events: the cache server's own reports, stamped on our clock.
+
+Redis: keyspace notifications. memcached: its ``watch fetchers`` log stream, whose lines say
+``status=expired`` when a fetch found an item past its TTL (memcached expires lazily, so this
+is the first request after the expiry; it reports no deletes).
 
 The listener asks the cache to publish ``expired`` and ``del`` key events (``notify-keyspace-events``
 gains ``E``, ``x`` and ``g``; flags already set are kept) and stamps each one with the
@@ -14,12 +18,15 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterator
 from multiprocessing.connection import Connection
+from urllib.parse import unquote
 
 import redis
 
+from model.memcache import Memcache
 from results.reports import Event, Source
+from strategies.base import CacheServer
 
 FLAGS = "Exg"
 SOURCES = {"expired": Source.EXPIRED, "del": Source.DELETED}
@@ -43,10 +50,16 @@ def enable_notifications(cache: redis.Redis) -> str | None:
 
 
 class ExpiryListener:
-    """A child process subscribed to the cache's key events; ``events`` takes a trial's share."""
+    """A child process subscribed to the cache's key events; ``events`` takes a trial's share.
 
-    def __init__(self, cache_url: str, cache: redis.Redis) -> None:
-        self.unavailable = enable_notifications(cache)
+    ``cache`` is the coordinator's client of a Redis cache (None for memcached, whose watch
+    needs no configuration)."""
+
+    def __init__(self, cache_url: str, cache: redis.Redis | None,
+                 kind: CacheServer = CacheServer.REDIS) -> None:
+        self.unavailable = enable_notifications(cache) if cache is not None else None
+        self._child: Callable[[str, Connection], None] = (
+            _listen if kind is CacheServer.REDIS else _watch)
         self.priority = "none"
         self._seen: list[tuple[str, str, int]] = []  # (key, event name, received at ns)
         self.gaps: list[list[int]] = []  # [down, up] instants; up is 0 while still down
@@ -60,7 +73,7 @@ class ExpiryListener:
             return
         ctx = multiprocessing.get_context("spawn")
         self._conn, child = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_listen, args=(self._url, child), name="expiries",
+        self._proc = ctx.Process(target=self._child, args=(self._url, child), name="expiries",
                                  daemon=True)
         self._proc.start()
         child.close()
@@ -182,3 +195,54 @@ def _forward(pubsub: redis.client.PubSub, conn: Connection) -> None:
             message = pubsub.get_message(timeout=0)
         if batch:
             conn.send(("events", batch))
+
+
+def _watch(url: str, conn: Connection) -> None:
+    """The child for memcached: ``watch fetchers``, forwarding the keys fetched expired; down
+    and up as for Redis when the server goes away (a watcher that cannot keep up has lines
+    skipped by the server: the trial's ``log_watcher_skipped`` counter says so)."""
+    priority = raise_priority()
+    gap_since: int | None = None
+    ready = False
+    while True:
+        try:
+            memcache = Memcache(url)
+        except OSError as exc:
+            if not ready:
+                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+                return
+            time.sleep(RETRY_S)
+            continue
+        try:
+            lines = memcache.watch("fetchers")
+            if not ready:
+                conn.send(("ready", priority))
+                ready = True
+            if gap_since is not None:
+                conn.send(("up", time.time_ns()))
+                gap_since = None
+            _forward_expired(lines, conn)
+        except OSError:
+            if gap_since is None:
+                gap_since = time.time_ns()
+                conn.send(("down", gap_since))
+            time.sleep(RETRY_S)
+        finally:
+            memcache.close()
+
+
+def _forward_expired(lines: Iterator[list[bytes]], conn: Connection) -> None:
+    """Each batch of log lines the server sent: its ``status=expired`` fetches, as events."""
+    for batch in lines:
+        now = time.time_ns()
+        expired = [(_field(line, b"key="), "expired", now) for line in batch
+                   if b" status=expired" in line]
+        if expired:
+            conn.send(("events", expired))
+
+
+def _field(line: bytes, name: bytes) -> str:
+    """A field of a watch line (its values are URI-encoded: ``orders%3A0``)."""
+    start = line.index(name) + len(name)
+    end = line.find(b" ", start)
+    return unquote(line[start:end if end >= 0 else None].decode())

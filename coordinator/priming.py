@@ -12,9 +12,11 @@ import random
 import redis
 from psycopg_pool import ConnectionPool
 
+from coordinator.caches import RunCaches
 from model.origin import EndpointLoader, OriginShape, ValueShaper
 from model.workload import Endpoint, Workload
 from strategies import Deps, Probe, StrategySpec, close_strategy
+from strategies.base import CacheServer, Servers
 from strategies.commands import PlainCommands
 
 
@@ -25,9 +27,9 @@ def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: rando
 
 
 class Primer:
-    def __init__(self, workload: Workload, cache: redis.Redis, locks: redis.Redis,
+    def __init__(self, workload: Workload, caches: RunCaches, locks: redis.Redis,
                  pool: ConnectionPool, shape: OriginShape) -> None:
-        self.workload, self.cache, self.locks = workload, PlainCommands(cache), PlainCommands(locks)
+        self.workload, self.caches, self.locks = workload, caches, PlainCommands(locks)
         shaper = ValueShaper(workload.value_bytes, workload.compress)
         self.loaders = {ep.name: EndpointLoader(pool, ep.query, shape, shaper)
                         for ep in workload.endpoints}
@@ -48,7 +50,7 @@ class Primer:
 
     def _prime_endpoint(self, ep: Endpoint, spec: StrategySpec, window_start_ns: int,
                         jitter: float, rng: random.Random) -> int:
-        strategy = spec.build(self.deps(ep))
+        strategy = spec.build(self.deps(ep, spec.cache_server))
         keys = ep.key_names()
         try:
             for key in keys:
@@ -58,6 +60,9 @@ class Primer:
             close_strategy(strategy)  # two-level's listener thread
         return len(keys)
 
-    def deps(self, ep: Endpoint) -> Deps:
-        """The coordinator's connections for one endpoint: priming and the servers' check."""
-        return Deps(self.cache, self.locks, self.loaders[ep.name], ep.ttl_ms)
+    def deps(self, ep: Endpoint, kind: CacheServer) -> Deps:
+        """The coordinator's connections for one endpoint: priming and the servers' check (a
+        library's strategy builds its own clients from ``servers``)."""
+        servers = Servers(self.caches.urls[kind], self.caches.services.lock_url)
+        return Deps(self.caches.commands(kind), self.locks, self.loaders[ep.name], ep.ttl_ms,
+                    servers=servers)

@@ -20,13 +20,14 @@ from urllib.parse import urlsplit
 import psycopg
 import redis
 
+from model.memcache import Memcache
 from model.services import Services, mask_url
 
 PROBE_TIMEOUT_S = 3.0  # one round, all four in parallel, answers within this
 POLL_S = 1.0  # between rounds while a service is not up yet
 REPORT_EVERY_S = 5.0  # a progress line at least this often (and whenever a state changes)
 OPTIONS = {"cache_url": "--cache-url", "lock_url": "--lock-url", "broker_url": "--broker-url",
-           "origin_dsn": "--origin-dsn"}
+           "origin_dsn": "--origin-dsn", "memcache_url": "--memcache-url"}
 # PostgreSQL refusals that no wait repairs (libpq gives no SQLSTATE for a failed connect).
 PG_FINAL = ("password authentication failed", "no password supplied", "does not exist",
             "pg_hba.conf", "invalid connection option", "invalid integer value")
@@ -61,6 +62,20 @@ def _redis(url: str) -> None:
         client.close()
 
 
+def _memcached(url: str) -> None:
+    client = Memcache(url, timeout_s=PROBE_TIMEOUT_S)
+    try:
+        client.version()
+    finally:
+        client.close()
+
+
+def _asker(name: str, url: str) -> Callable[[str], None]:
+    if name == "origin_dsn":
+        return _postgres
+    return _memcached if url.startswith("memcache://") else _redis
+
+
 def _postgres(dsn: str) -> None:
     with psycopg.connect(dsn, connect_timeout=int(PROBE_TIMEOUT_S)) as conn:
         conn.execute("SELECT 1")
@@ -79,7 +94,7 @@ def _final(exc: Exception) -> bool:
 def _one(name: str, url: str) -> Answer:
     option, masked = OPTIONS[name], mask_url(url)
     try:
-        (_postgres if name == "origin_dsn" else _redis)(url)
+        _asker(name, url)(url)
     except (redis.RedisError, psycopg.Error, OSError) as exc:
         text = str(exc).strip()
         first = text.splitlines()[0] if text else type(exc).__name__
@@ -91,9 +106,10 @@ def _one(name: str, url: str) -> Answer:
 
 
 def check(services: Services) -> list[Answer]:
-    """One round: every service asked at once, answers in option order."""
-    with ThreadPoolExecutor(len(OPTIONS)) as pool:
-        return list(pool.map(lambda n: _one(n, getattr(services, n)), OPTIONS))
+    """One round: every service given asked at once, answers in option order."""
+    given = [name for name in OPTIONS if getattr(services, name)]
+    with ThreadPoolExecutor(len(given)) as pool:
+        return list(pool.map(lambda n: _one(n, getattr(services, n)), given))
 
 
 def wait_for(services: Services, timeout_s: float, say: Callable[[str], None]) -> None:

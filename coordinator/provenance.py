@@ -16,10 +16,13 @@ from celery.utils import worker_direct
 
 from coordinator.connect import pg_connect, redis_from_url
 from model.hostfacts import host_facts
-from model.services import Services
+from model.memcache import Memcache
+from model.services import Services, cache_kind
 from model.wire import HOST_FACTS
+from strategies.base import CacheServer
 
 PACKAGES = ("stampede-lab", "celery", "redis", "psycopg", "pyarrow", "orjson")
+LIBRARIES = ("dogpile.cache", "python-redis-lock", "meta-memcache")  # [libraries], when installed
 CHECKOUT = Path(__file__).resolve().parent.parent
 FACTS_TIMEOUT_S = 10.0
 
@@ -28,17 +31,37 @@ def versions(services: Services) -> dict[str, Any]:
     """Python, our packages, the checkout's commit and the servers measured."""
     found: dict[str, Any] = {"python": platform.python_version()}
     found.update({name: metadata.version(name) for name in PACKAGES})
+    found.update({name: _installed(name) for name in LIBRARIES})
     found["git"] = git_state(CHECKOUT)
-    cache = redis_from_url(services.cache_url, socket_timeout=5)
-    try:
-        info = cache.info("server")
-        found["cache_server"] = str(info.get("valkey_version") or info.get("redis_version"))
-    finally:
-        cache.close()
+    caches = {"cache_server": services.cache_url, "memcache_server": services.memcache_url}
+    found.update({name: server_version(url) for name, url in caches.items() if url})
     with pg_connect(services.origin_dsn, autocommit=True) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         found["postgresql"] = str(row[0]) if row else "unknown"
     return found
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def server_version(url: str) -> str:
+    """What the cache server at ``url`` says it is (Redis or Valkey, or memcached)."""
+    if cache_kind(url) is CacheServer.MEMCACHED:
+        memcache = Memcache(url, timeout_s=5)
+        try:
+            return f"memcached {memcache.version()}"
+        finally:
+            memcache.close()
+    cache = redis_from_url(url, socket_timeout=5)
+    try:
+        info = cache.info("server")
+        return str(info.get("valkey_version") or info.get("redis_version"))
+    finally:
+        cache.close()
 
 
 def _git(root: Path, *args: str) -> str:

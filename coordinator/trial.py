@@ -12,10 +12,10 @@ import pyarrow.compute as pc
 from celery import Celery
 
 from coordinator import dispatch
+from coordinator.caches import CommandCounts, RunCaches
 from coordinator.config import LaunchConfig
 from coordinator.consistency import servers_check, written_keys
 from coordinator.console import Console
-from coordinator.expiry import ExpiryListener
 from coordinator.faults.injector import FaultReport, TrialHooks, fault_columns
 from coordinator.liveness import Liveness, Loss
 from coordinator.observe.board import BOARD
@@ -29,6 +29,7 @@ from results import checks, events, metrics, reports, transport
 from results.consistency import consistency_figures
 from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from results.store import RunWriter
+from strategies.base import CacheServer
 
 _ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns", "set_ns", "commit_ns")
 _ZERO_IS_NONE = frozenset(_ALIGN[2:])  # 0 means "none" (no origin call, no set, no commit)
@@ -48,25 +49,28 @@ class TrialRunner:
         self.hooks = hooks or TrialHooks()
         self.writer, self.workers, self.offsets, self.console = writer, workers, offsets, console
         self.span_s, self.products = span_s, products
-        self.cache = redis_client(services.cache_url, 4, retries=3)
+        self.caches = RunCaches(services, {s.cache_server for s in config.strategies})
         self.locks = redis_client(services.lock_url, 4, retries=3)
         self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
-        self.primer = Primer(config.workload, self.cache, self.locks, self.pool,
+        self.primer = Primer(config.workload, self.caches, self.locks, self.pool,
                              OriginShape(span_s, products))
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
-        self.listener = ExpiryListener(services.cache_url, self.cache)
-        self.listener.start()
+        self.caches.start()
         self.last_lost: dict[str, Loss] = {}  # the workers the last trial lost (coordinator.liveness)
 
-    @property
-    def expiry_source(self) -> str:
+    def expiry_source(self, kind: CacheServer) -> str:
         """``server`` when the cache reports its expiries, ``schedule`` when it cannot."""
-        return "schedule" if self.listener.unavailable else "server"
+        return "schedule" if self.caches.listeners[kind].unavailable else "server"
+
+    def expiry_meta(self) -> dict[str, Any]:
+        """run.json's ``expiries``: where the events come from, per cache of the run."""
+        return {kind.value: {"source": self.expiry_source(kind), "unavailable": listener.unavailable,
+                             "listener_priority": listener.priority}
+                for kind, listener in self.caches.listeners.items()}
 
     def close(self) -> None:
-        self.listener.close()
+        self.caches.close()
         self.pool.close()
-        self.cache.close()
         self.locks.close()
 
     def run(self, plan: TrialPlan, of: int, workers: Sequence[str] | None = None) -> dict[str, Any]:
@@ -77,8 +81,10 @@ class TrialRunner:
         self._prime(plan)
         db_before = counters.origin_db_calls(self.services.origin_dsn)
         statements_before = counters.statement_snapshot(self.services.origin_dsn)
+        commands = CommandCounts(self.caches, plan.strategy.cache_server, self.locks, plan.start_ns)
         gathered, report = self._follow(plan, label, workers)
         db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
+        commands.finish()
         statements = checks.statement_rows(
             statements_before, counters.statement_snapshot(self.services.origin_dsn),
             self.writer.root.name, plan.trial, tuple(MARKS.values()))
@@ -95,6 +101,8 @@ class TrialRunner:
         summary.update(liveness_columns(gathered))
         summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
         summary.update(self._consistency(plan, rows))
+        summary.update(commands.columns(metrics.client_requests(rows).num_rows))
+        self.writer.add_commands(commands.rows(self.writer.root.name, plan.trial))
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
         self._say_workers(label, gathered)
@@ -154,11 +162,13 @@ class TrialRunner:
     def _events(self, plan: TrialPlan, rows: pa.Table, window_calls: int) -> dict[str, Any]:
         """Observed events and their herds: the headline figure, and ``expiries.parquet``."""
         ttl_ns = plan.ttl_ms * 1_000_000
-        if self.listener.unavailable:
+        kind = plan.strategy.cache_server
+        listener = self.caches.listeners[kind]
+        if listener.unavailable:
             observed = reports.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
         else:
             # past the end too: an expiry at the last instant must not lend its calls to the one before
-            observed = self.listener.events(self.key_names, plan.start_ns, time.time_ns())
+            observed = listener.events(self.key_names, plan.start_ns, time.time_ns())
         event_plan = events.EventPlan((plan.window_start_ns, plan.window_end_ns),
                                       plan.first_expiry_ns, ttl_ns, plan.period_events,
                                       self.config.expiry is ExpiryMode.ALIGNED)
@@ -166,8 +176,8 @@ class TrialRunner:
         context = {"run_id": self.writer.root.name, "trial": plan.trial,
                    "strategy": plan.strategy.label, "repeat": plan.repeat}
         self.writer.add_expiries(events.event_rows(herds, event_plan.window, context))
-        source = self.expiry_source
-        if source == "server" and self.listener.missed(plan.start_ns, plan.end_ns):
+        source = self.expiry_source(kind)
+        if source == "server" and listener.missed(plan.start_ns, plan.end_ns):
             source = "server with gap"
             self.console.say(f"trial {plan.trial}: the cache stopped reporting expiries for a while "
                              "(it went away); events in that gap are missing")
@@ -175,7 +185,10 @@ class TrialRunner:
 
     def _consistency(self, plan: TrialPlan, rows: pa.Table) -> dict[str, Any]:
         """Stale reads and sets from the rows, and the servers' own word on the written keys."""
-        check = servers_check(plan.strategy, self.config.workload.endpoints, self.primer.deps,
+        kind = plan.strategy.cache_server
+        check = servers_check(plan.strategy, self.config.workload.endpoints,
+                              lambda ep: self.primer.deps(ep, kind),
+                              lambda key: self.caches.ttl_left_ms(kind, key),
                               self.services.origin_dsn, written_keys(rows))
         for line in check.detail:
             self.console.say(f"trial {plan.trial} {plan.strategy.label}: {line}")
@@ -183,7 +196,7 @@ class TrialRunner:
 
     def _prime(self, plan: TrialPlan) -> None:
         """Clear what the last trial left, then store each key to expire at the first expiry."""
-        self.cache.flushdb()
+        self.caches.flush(plan.strategy.cache_server)
         self.locks.flushdb()
         self.primer.prime(plan.strategy, plan.window_start_ns, plan.trial)
 
@@ -210,7 +223,8 @@ class TrialRunner:
     def _progress(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> None:
         """The console line, and the live metrics' expiries (from the run's one listener)."""
         self.console.progress(self._progress_line(label, plan, p))
-        BOARD.reported(plan.trial, *self.listener.expired_since(self.key_names, plan.start_ns))
+        listener = self.caches.listeners[plan.strategy.cache_server]
+        BOARD.reported(plan.trial, *listener.expired_since(self.key_names, plan.start_ns))
 
     def _progress_line(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> str:
         """Counts so far; past the trial's end the rate stays the trial's, and the line says

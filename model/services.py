@@ -16,6 +16,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from model.lean import LeanCommands
+from model.memcache import SCHEME as MEMCACHE_SCHEME
+from strategies.base import CacheServer
 from strategies.commands import Commands, PlainCommands
 
 ENV = {
@@ -24,6 +26,10 @@ ENV = {
     "broker_url": "STAMPEDE_BROKER_URL",
     "origin_dsn": "STAMPEDE_ORIGIN_DSN",
 }
+# A memcached cache beside a Redis one (a run that mixes meta-memcache with Redis strategies);
+# optional everywhere, and empty when unset.
+OPTIONAL_ENV = {"memcache_url": "STAMPEDE_MEMCACHE_URL"}
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 # A process's metrics endpoint (worker or coordinator): port and listen address.
 METRICS_PORT_ENV, METRICS_ADDR_ENV = "STAMPEDE_METRICS_PORT", "STAMPEDE_METRICS_ADDR"
@@ -37,10 +43,11 @@ COORDINATOR_APP = "stampede-coordinator"
 class Services:
     """The four services of an experiment. Workers read theirs from the environment."""
 
-    cache_url: str
+    cache_url: str  # Redis, or memcached (memcache://HOST:PORT)
     lock_url: str
     broker_url: str
     origin_dsn: str
+    memcache_url: str = ""  # a memcached cache beside a Redis cache_url ("": none)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Services:
@@ -48,13 +55,33 @@ class Services:
         missing = [var for var in ENV.values() if not env.get(var)]
         if missing:
             raise KeyError(f"environment variables not set: {', '.join(missing)}")
-        return cls(**{name: env[var] for name, var in ENV.items()})
+        optional = {name: env.get(var, "") for name, var in OPTIONAL_ENV.items()}
+        return cls(**{name: env[var] for name, var in ENV.items()}, **optional)
 
     def to_env(self) -> dict[str, str]:
-        return {ENV[f.name]: getattr(self, f.name) for f in fields(self)}
+        names = {**ENV, **OPTIONAL_ENV}
+        return {names[f.name]: getattr(self, f.name) for f in fields(self) if getattr(self, f.name)}
+
+    def cache_url_for(self, kind: CacheServer) -> str | None:
+        """The URL of the cache of ``kind`` (None: the run has no such cache)."""
+        if cache_kind(self.cache_url) is kind:
+            return self.cache_url
+        if kind is CacheServer.MEMCACHED and self.memcache_url:
+            return self.memcache_url
+        return None
 
     def masked(self) -> dict[str, str]:
         return {f.name: mask_url(getattr(self, f.name)) for f in fields(self)}
+
+
+def cache_kind(url: str) -> CacheServer:
+    """Which cache server a URL names, by its scheme."""
+    scheme = urlsplit(url).scheme
+    if scheme == MEMCACHE_SCHEME:
+        return CacheServer.MEMCACHED
+    if scheme in REDIS_SCHEMES:
+        return CacheServer.REDIS
+    raise ValueError(f"not a cache URL (redis:// or {MEMCACHE_SCHEME}://): {mask_url(url)}")
 
 
 def mask_url(url: str) -> str:

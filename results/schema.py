@@ -156,6 +156,14 @@ TRIAL_SCHEMA = pa.schema(
         # and the slow workers (silent for more than half the limit, then heard again).
         ("lost_workers", pa.string()),
         ("slow_workers", pa.string()),
+        # What the defence cost the servers (coordinator.caches): commands the cache and the
+        # lock store counted from just before the start instant to after the last row came in
+        # (the counter reads left out), and per client request of the whole trial.
+        ("cache_commands", pa.int64()),
+        ("lock_commands", pa.int64()),
+        ("cache_commands_per_request", pa.float64()),
+        ("lock_commands_per_request", pa.float64()),
+        ("cache_server", pa.string()),  # redis or memcached: the trial's cache
     ]
 )
 
@@ -175,6 +183,19 @@ EXPIRY_SCHEMA = pa.schema(
         ("duration_ms", pa.float64()),
         ("first_fill_ms", pa.float64()),
         ("reported_ns", pa.int64()),  # when the listener received the server's report
+    ]
+)
+
+# One row per (trial, server, command) in ``commands.parquet``: what the servers counted over the
+# trial (Redis INFO commandstats, memcached stats), as statements.parquet is for PostgreSQL.
+COMMAND_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("trial", pa.int32()),
+        ("server", pa.string()),  # cache or lock-store
+        ("kind", pa.string()),  # redis or memcached
+        ("command", pa.string()),  # as the server names it (get, set, evalsha, client|setinfo...)
+        ("calls", pa.int64()),
     ]
 )
 

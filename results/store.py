@@ -17,6 +17,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from results.schema import (
+    COMMAND_SCHEMA,
     EXPIRY_SCHEMA,
     MANIFEST_VERSION,
     REQUEST_SCHEMA,
@@ -40,6 +41,7 @@ class RunWriter:
         self._trials: list[dict[str, Any]] = []
         self._statements: list[dict[str, Any]] = []
         self._expiries: list[dict[str, Any]] = []
+        self._commands: list[dict[str, Any]] = []
 
     @classmethod
     def create(cls, root: Path) -> RunWriter:
@@ -73,6 +75,11 @@ class RunWriter:
         """Append one trial's pg_stat_statements deltas and rewrite ``statements.parquet``."""
         self._statements.extend(rows)
         _replace_table(self.root / "statements.parquet", self._statements, STATEMENT_SCHEMA)
+
+    def add_commands(self, rows: list[dict[str, Any]]) -> None:
+        """Append one trial's server command counts and rewrite ``commands.parquet``."""
+        self._commands.extend(rows)
+        _replace_table(self.root / "commands.parquet", self._commands, COMMAND_SCHEMA)
 
     def add_expiries(self, rows: list[dict[str, Any]]) -> None:
         """Append one trial's events with their herds and rewrite ``expiries.parquet``."""

@@ -12,7 +12,7 @@ from results.checks import had_losses, liveness_notes, origin_mismatch, saturati
 from results.text import grid
 
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 ms", "p99 ms",
-           "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "peak",
+           "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "cmds/req", "peak",
            "spread ms", "db check", "generator")
 # Shown only when a trial of the run had writes (results.consistency): a run without writes has
 # nothing to say about them, and older runs lack the columns.
@@ -77,6 +77,7 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
                     default=float("nan"))),
         f"{sum(int(_get(r, 'local_hits', 0)) for r in rows):,}",
         f"{sum(int(_get(r, 'refreshes', 0)) for r in rows):,}",
+        _commands_per_request(rows),
         f"{max(int(r['peak_origin_inflight']) for r in rows)}",
         _spread(rows),
         db,
@@ -85,6 +86,15 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
 
 
 _KINDS = {"expiry": "expiry", "refresh cycle": "refresh", "expiry+refresh": "both"}
+
+
+def _commands_per_request(rows: list[Mapping[str, Any]]) -> str:
+    """Commands the cache and the lock store counted per client request (median over repeats);
+    runs made before the servers were asked have none."""
+    values = [_get(r, "cache_commands_per_request") + _get(r, "lock_commands_per_request")
+              for r in rows]
+    kept = [v for v in values if not math.isnan(v)]
+    return f"{statistics.median(kept):.2f}" if kept else "n/a"
 
 
 def _db_check(rows: list[Mapping[str, Any]]) -> str:

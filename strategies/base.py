@@ -16,6 +16,13 @@ from strategies.commands import Commands
 from strategies.params import ExpiryGrid
 
 
+class CacheServer(enum.StrEnum):
+    """The kind of cache server a strategy speaks to (its class's ``cache_server``)."""
+
+    REDIS = "redis"
+    MEMCACHED = "memcached"
+
+
 class Outcome(enum.IntEnum):
     """How one request was answered (BRIEF section 3)."""
 
@@ -95,6 +102,17 @@ class Background(Protocol):
 
 
 @dataclass(frozen=True)
+class Servers:
+    """Where the cache and the lock store are, for strategies that bring a client of their own
+    (the third-party libraries in ``adapters/``): URLs, and how many threads share the strategy
+    (its client's pool is sized for them, as ours are)."""
+
+    cache_url: str
+    lock_url: str
+    threads: int = 1
+
+
+@dataclass(frozen=True)
 class Deps:
     """What every strategy is built with: explicit connections and the cache TTL.
 
@@ -111,6 +129,7 @@ class Deps:
     ttl_ms: int
     background: Background | None = None
     expiry_grid: ExpiryGrid | None = None  # --expiry aligned; None: each value lives one TTL
+    servers: Servers | None = None  # for strategies with clients of their own (adapters/)
 
 
 class Strategy(Protocol):

@@ -127,3 +127,22 @@ class PlainCommands:
 
     def close(self) -> None:
         self.client.close()
+
+
+class NoCommands:
+    """``Commands`` where there is no such server: a strategy that keeps its values on memcached
+    gets this as its Redis cache (every call raises, with ``reason``), never a silent stand-in."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def _refuse(self, *_: object, **__: object) -> Any:
+        raise RuntimeError(f"no Redis here: {self.reason}")
+
+    get = set = delete = pttl = rpush = blpop = pipeline = script = pubsub = _refuse
+
+    def connect(self) -> None:
+        """Nothing to connect."""
+
+    def close(self) -> None:
+        """Nothing to close."""

@@ -31,7 +31,7 @@ import redis.exceptions as rex
 
 from strategies import version
 from strategies.base import Background, Deps, Job, Loader, Outcome, Probe, Strategy, close_strategy
-from strategies.params import CacheErrorPolicy, CommonParams
+from strategies.params import CacheErrorPolicy, WriteParams
 
 _DOWN = (redis.ConnectionError, redis.TimeoutError, rex.OutOfMemoryError, rex.ReadOnlyError,
          rex.ClusterDownError, rex.TryAgainError)
@@ -103,9 +103,10 @@ class _GuardedBackground:
         self._inner.submit(key, guarded)
 
 
-def build(make: Callable[[Deps, Any], Strategy], deps: Deps, params: CommonParams) -> Strategy:
-    """``make(deps, params)``, wrapped when ``params.on_cache_error`` is ``origin``."""
-    if params.on_cache_error is CacheErrorPolicy.FAIL:
+def build(make: Callable[[Deps, Any], Strategy], deps: Deps, params: WriteParams) -> Strategy:
+    """``make(deps, params)``, wrapped when ``params.on_cache_error`` is ``origin`` (the
+    libraries' strategies take no such parameter: built bare)."""
+    if getattr(params, "on_cache_error", CacheErrorPolicy.FAIL) is CacheErrorPolicy.FAIL:
         return make(deps, params)
     if deps.background is not None:
         deps = dataclasses.replace(deps, background=_GuardedBackground(deps.background))

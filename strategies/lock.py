@@ -64,11 +64,6 @@ class Lock(version.CacheAside):
         version.served(probe, raw)
         return True
 
-    def _fill(self, key: str, probe: Probe) -> None:
-        value = self._deps.loader.load(key, probe)
-        version.served(probe, value)
-        version.set_value(self._deps.cache, key, value, self._ttl.draw(), probe)
-
 
 @register
 class LockDoubleChecked(Lock):

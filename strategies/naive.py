@@ -28,10 +28,5 @@ class Naive(version.CacheAside):
         self._fill(key, probe)
         return Outcome.FILLED
 
-    def _fill(self, key: str, probe: Probe) -> None:
-        value = self._deps.loader.load(key, probe)
-        version.served(probe, value)
-        version.set_value(self._deps.cache, key, value, self._ttl.draw(), probe)
-
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         self._deps.cache.set(key, value, pxat=expire_at_ms)

@@ -44,11 +44,18 @@ class OnWrite(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class CommonParams:
-    """Parameters of every strategy."""
+class WriteParams:
+    """What every strategy takes, ours and the libraries' (adapters/): its side of an origin
+    write (``--invalidate-rate``)."""
+
+    on_write: OnWrite = OnWrite.DELETE
+
+
+@dataclass(frozen=True)
+class CommonParams(WriteParams):
+    """Parameters of every built-in strategy."""
 
     jitter: float = 0.0  # each TTL drawn uniformly from ttl * (1 +- jitter)
-    on_write: OnWrite = OnWrite.DELETE
     on_cache_error: CacheErrorPolicy = CacheErrorPolicy.FAIL  # applied by strategies.fallback
 
     def __post_init__(self) -> None:

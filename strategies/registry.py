@@ -1,15 +1,27 @@
-"""Strategies by name, and the ``name:param=value,...`` spec users type."""
+"""Strategies by name, and the ``name:param=value,...`` spec users type.
+
+Two sources, one name space: the built-in defences register themselves when ``strategies`` is
+imported (``@register``); strategies from installed packages are found through the entry-point
+group ``stampede_lab.strategies`` (name = strategy name, value = ``module:Class``) and imported
+only when a spec names them, so a library that is not installed costs nothing until it is asked
+for, and then one clear line. The third-party libraries stampede-lab measures (``adapters/``)
+come in through that group too.
+"""
 
 from __future__ import annotations
 
 import enum
+import functools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
+from importlib import metadata
 from typing import Any, Protocol, TypeVar
 
 from strategies import fallback
-from strategies.base import Deps, Strategy
+from strategies.base import CacheServer, Deps, Strategy
+
+ENTRY_POINTS = "stampede_lab.strategies"
 
 
 class InvalidStrategy(ValueError):
@@ -19,6 +31,7 @@ class InvalidStrategy(ValueError):
 class StrategyClass(Protocol):
     name: str
     Params: type[Any]
+    cache_server: CacheServer  # optional on a class: Redis when absent
 
     def __call__(self, deps: Deps, params: Any) -> Strategy: ...
 
@@ -37,7 +50,45 @@ def register(cls: T) -> T:
 
 
 def names() -> list[str]:
-    return sorted(_REGISTRY)
+    """Every strategy name: built in, and offered by an installed package's entry point."""
+    return sorted(set(_REGISTRY) | set(_entry_points()))
+
+
+@functools.cache
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINTS)}
+
+
+def strategy_class(name: str) -> StrategyClass:
+    """The class registered as ``name``, importing it from its entry point on first use."""
+    if name in _REGISTRY:
+        return _REGISTRY[name]
+    point = _entry_points().get(name)
+    if point is None:
+        raise InvalidStrategy(f"unknown strategy {name!r} (known: {', '.join(names())})")
+    try:
+        cls = point.load()
+    except ImportError as exc:
+        raise InvalidStrategy(_missing(name, point, exc)) from None
+    if getattr(cls, "name", None) != name:
+        raise InvalidStrategy(f"entry point {name!r} ({point.value}) names a class whose name is "
+                              f"{getattr(cls, 'name', None)!r}")
+    _REGISTRY[name] = cls
+    return cls  # type: ignore[no-any-return]
+
+
+def _missing(name: str, point: metadata.EntryPoint, exc: ImportError) -> str:
+    """One line: which package the strategy needs and how to install it."""
+    dist = point.dist.name if point.dist is not None else None
+    package = exc.name or str(exc)
+    how = ("pip install 'stampede-lab[libraries]'" if dist == "stampede-lab"
+           else f"reinstall {dist}" if dist else "install it")
+    return f"strategy {name!r} needs the Python package {package!r}, which is not installed ({how})"
+
+
+def cache_server(name: str) -> CacheServer:
+    """The kind of cache server strategy ``name`` speaks to."""
+    return CacheServer(getattr(strategy_class(name), "cache_server", CacheServer.REDIS))
 
 
 @dataclass(frozen=True)
@@ -50,7 +101,7 @@ class StrategySpec:
     @property
     def label(self) -> str:
         """The spec as typed, for tables: only the parameters that differ from the defaults."""
-        defaults = _defaults(_REGISTRY[self.name].Params)
+        defaults = _defaults(strategy_class(self.name).Params)
         changed = {k: v for k, v in self.params.items() if defaults.get(k) != v}
         if not changed:
             return self.name
@@ -58,8 +109,23 @@ class StrategySpec:
 
     def build(self, deps: Deps) -> Strategy:
         """The strategy, wrapped by its ``on_cache_error`` policy (strategies.fallback)."""
-        cls = _REGISTRY[self.name]
+        cls = strategy_class(self.name)
         return fallback.build(cls, deps, cls.Params(**self.params))
+
+    @property
+    def cache_server(self) -> CacheServer:
+        return cache_server(self.name)
+
+    def check_run(self, ttl_ms: int, aligned: bool) -> None:
+        """InvalidStrategy when the strategy cannot run with this TTL or ``--expiry aligned``
+        (a class may say so in a ``check_run`` of its own: memcached's whole-second TTLs)."""
+        check = getattr(strategy_class(self.name), "check_run", None)
+        if check is None:
+            return
+        try:
+            check(ttl_ms, aligned)
+        except ValueError as exc:
+            raise InvalidStrategy(f"{self.name}: {exc}") from None
 
 
 def parse(text: str) -> StrategySpec:
@@ -76,9 +142,7 @@ def parse(text: str) -> StrategySpec:
 
 def from_mapping(name: str, given: Mapping[str, object]) -> StrategySpec:
     """Validate a name and parameters (typed by the user or read from a JSON task)."""
-    if name not in _REGISTRY:
-        raise InvalidStrategy(f"unknown strategy {name!r} (known: {', '.join(names())})")
-    params_cls = _REGISTRY[name].Params
+    params_cls = strategy_class(name).Params
     params = _defaults(params_cls)
     for key, value in given.items():
         if key not in params:
@@ -119,4 +183,6 @@ def _convert(name: str, key: str, value: str, kind: Callable[[str], Any]) -> Any
 
 
 def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return f"{value:g}" if isinstance(value, float) else str(value)

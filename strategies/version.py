@@ -15,7 +15,7 @@ from typing import ClassVar
 from strategies import envelope
 from strategies.base import Deps, Probe
 from strategies.commands import Commands
-from strategies.params import CommonParams, Expiry, OnWrite
+from strategies.params import Expiry, OnWrite, Ttl, WriteParams
 
 _VERSION = struct.Struct(">q")
 SIZE = _VERSION.size
@@ -65,20 +65,26 @@ def cached_version(cache: Commands, key: str) -> int | None:
 
 
 class CacheAside:
-    """A strategy's side of an origin write, for those that keep one value per key in the cache:
-    ``on_write=delete`` drops the key (the next reader fills it), ``update`` writes the new value
-    through with the strategy's own ``_fill``. ``enveloped``: the value sits in an
+    """A strategy that keeps one value per key in the cache (``_deps.cache``).
+
+    ``_fill`` is the plain fill (load, then SET with the strategy's TTL) that naive, the locks
+    and the lock libraries share; swr and xfetch write an envelope and bring their own. The side
+    of an origin write: ``on_write=delete`` drops the key (the next reader fills it), ``update``
+    writes the new value through with ``_fill``. ``enveloped``: the value sits in an
     ``envelope`` (swr, xfetch), so its version is read from the envelope's payload."""
 
     enveloped: ClassVar[bool] = False
     _deps: Deps
+    _ttl: Ttl
     _update: bool
 
-    def _on_write_from(self, params: CommonParams) -> None:
+    def _on_write_from(self, params: WriteParams) -> None:
         self._update = params.on_write is OnWrite.UPDATE
 
     def _fill(self, key: str, probe: Probe) -> None:
-        raise NotImplementedError
+        value = self._deps.loader.load(key, probe)
+        served(probe, value)
+        set_value(self._deps.cache, key, value, self._ttl.draw(), probe)
 
     def on_write(self, key: str, probe: Probe) -> None:
         if self._update:

@@ -17,6 +17,7 @@ from model.wire import TrialSpec
 from model.workload import Workload
 from results.schema import REFRESH_OP, WRITE_OP
 from strategies import Background, Deps, ExpiryGrid, Strategy
+from strategies.base import Servers
 from strategies.commands import Commands
 from worker.loop import LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
 from worker.recorder import Recorder
@@ -42,7 +43,7 @@ class Built:
 
 
 def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPool,
-          background: Background | None = None) -> Built:
+          background: Background | None = None, servers: Servers | None = None) -> Built:
     """Everything the client threads of this worker share, on this worker's clock."""
     workload = spec.workload_spec()
     shape = OriginShape(spec.origin_span_s, spec.products)
@@ -50,7 +51,7 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
     loaders = [EndpointLoader(pool, ep.query, shape, shaper) for ep in workload.endpoints]
     strategy = spec.strategy_spec()
     built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background,
-                                 _grid(spec, ep.ttl_ms)))
+                                 _grid(spec, ep.ttl_ms), servers))
              for loader, ep in zip(loaders, workload.endpoints, strict=True)]
     fetchers = [s.fetch for s in built]
     offset = spec.clock_offset_ns

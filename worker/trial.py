@@ -13,13 +13,15 @@ from typing import Any
 
 import pyarrow as pa
 
+from model.memcache import Memcache
 from model.services import RedisPath, Services, make_pool, redis_commands
 from model.wire import TrialResult, TrialSpec
 from results import transport
 from results.schema import REFRESH_OP
 from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
-from strategies.commands import Commands
+from strategies.base import CacheServer, Servers
+from strategies.commands import Commands, NoCommands
 from worker import metrics
 from worker.build import WRITER_CLIENT, Built, build
 from worker.recorder import Recorder
@@ -31,14 +33,41 @@ JOIN_GRACE_S = 15.0
 SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
 
 
-def measure_floor_ns(cache: Commands, samples: int = FLOOR_SAMPLES) -> list[int]:
-    """Sequential GET round trips to the cache: the physical floor of a cache hit."""
+def measure_floor_ns(round_trip: Callable[[], object], samples: int = FLOOR_SAMPLES) -> list[int]:
+    """Sequential round trips to the cache (a GET of a missing key): the physical floor of a
+    cache hit."""
     times = []
     for _ in range(samples):
         t0 = time.perf_counter_ns()
-        cache.get("stampede:floor")
+        round_trip()
         times.append(time.perf_counter_ns() - t0)
     return times
+
+
+def cache_floor_ns(kind: CacheServer, url: str, cache: Commands) -> list[int]:
+    """The floor on the trial's cache: Redis through the clients' own path, memcached by a
+    meta get on a connection of its own."""
+    if kind is CacheServer.REDIS:
+        return measure_floor_ns(lambda: cache.get("stampede:floor"))
+    memcache = Memcache(url)
+    try:
+        return measure_floor_ns(memcache.touch_floor)
+    finally:
+        memcache.close()
+
+
+def trial_cache(spec: TrialSpec, services: Services) -> tuple[CacheServer, str, Commands]:
+    """The trial's cache: its kind (the strategy's), URL, and the Redis commands of the client
+    threads (none for a strategy on memcached: it brings its own client)."""
+    kind = spec.strategy_spec().cache_server
+    url = services.cache_url_for(kind)
+    if url is None:
+        raise RuntimeError(f"{spec.strategy} needs a {kind.value} cache; this worker has none "
+                           f"(STAMPEDE_CACHE_URL / STAMPEDE_MEMCACHE_URL)")
+    if kind is not CacheServer.REDIS:
+        return kind, url, NoCommands(f"{spec.strategy} keeps its values on {kind.value}")
+    path = RedisPath(spec.redis_client)  # each client thread's own connection unless ``pooled``
+    return kind, url, redis_commands(path, url, spec.clients, spec.redis_max_connections)
 
 
 class ClientGroup:
@@ -95,16 +124,17 @@ class ClientGroup:
 
 def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialResult:
     """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
-    path = RedisPath(spec.redis_client)  # each client thread's own connection unless ``pooled``
-    cache = redis_commands(path, services.cache_url, spec.clients, spec.redis_max_connections)
-    locks = redis_commands(path, services.lock_url, spec.clients, spec.redis_max_connections)
+    kind, cache_url, cache = trial_cache(spec, services)
+    locks = redis_commands(RedisPath(spec.redis_client), services.lock_url, spec.clients,
+                           spec.redis_max_connections)
     pool = make_pool(services.origin_dsn, spec.pool_size)
     refreshes = RefreshRows()
     try:
-        floor = measure_floor_ns(cache)
+        floor = cache_floor_ns(kind, cache_url, cache)
         background = BackgroundWorker(refreshes)
         try:
-            built = build(spec, cache, locks, pool, background)
+            servers = Servers(cache_url, services.lock_url, spec.clients)
+            built = build(spec, cache, locks, pool, background, servers)
             refreshes.bind(built, -(spec.worker_index + 2))
             metrics.COLLECTOR.watch(spec, built.ops, refreshes.recorders, pool)
             group, late_ns, load = _run_clients(spec, built, progress)

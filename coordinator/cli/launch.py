@@ -38,10 +38,12 @@ from coordinator.origin.seed import OriginNotReady
 from coordinator.plan import ExpiryMode, PlanError
 from coordinator.probe import Unreachable, wait_for
 from coordinator.stack import EmbeddedStack, StackError
-from model.services import ENV, RedisPath, Services
+from model.services import ENV, RedisPath, Services, mask_url
 from model.wire import InvalidResult
 from model.workload import Workload
 from results import store, summary
+from strategies import InvalidStrategy
+from strategies.base import CacheServer
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
@@ -57,16 +59,22 @@ def new_run_id() -> str:
 
 
 def services_from(options: dict[str, Any]) -> Services | None:
-    """All four service options, or none (embedded stack); a partial set is bad input."""
+    """All four service options, or none (embedded stack); a partial set is bad input. A
+    memcached cache beside them (``--memcache-url``) is optional."""
     given = {name: options.get(name) for name in ENV}
+    memcache = str(options.get("memcache_url") or "")
     if not any(given.values()):
+        if memcache:
+            raise click.BadParameter("a memcached cache beside remote services needs the four "
+                                     "service URLs too (the embedded stack starts its own "
+                                     "memcached)", param_hint="--memcache-url")
         return None
     missing = [name for name, value in given.items() if not value]
     if missing:
         flags = ", ".join("--" + m.replace("_", "-") for m in missing)
         raise click.UsageError(f"remote services need all four URLs; missing {flags} "
                                f"(or set {', '.join(ENV[m] for m in missing)})")
-    return Services(**{k: str(v) for k, v in given.items()})
+    return Services(**{k: str(v) for k, v in given.items()}, memcache_url=memcache)
 
 
 def timing_from(options: dict[str, Any]) -> Timing:
@@ -139,10 +147,30 @@ def check_config(config: LaunchConfig) -> None:
         config.schedule().check()
     except PlanError as exc:
         raise click.UsageError(str(exc)) from None
+    check_caches(config)
     try:
         faults.check(config.faults, config.seconds, workers=config.workers)
     except faults.FaultError as exc:
         raise click.BadParameter(str(exc), param_hint="--fault") from None
+
+
+def check_caches(config: LaunchConfig) -> None:
+    """Every strategy's cache is there (remote services), and its TTLs and expiry mode are ones
+    it can run with; else one line naming the option."""
+    aligned = config.expiry is ExpiryMode.ALIGNED
+    for spec in config.strategies:
+        kind = spec.cache_server
+        if config.services is not None and config.services.cache_url_for(kind) is None:
+            have = mask_url(config.services.cache_url)
+            need = ("give --memcache-url memcache://HOST:PORT (or --cache-url memcache://...)"
+                    if kind is CacheServer.MEMCACHED else "give a redis:// --cache-url")
+            raise click.BadParameter(f"{spec.label} keeps its values on {kind.value}, and the "
+                                     f"cache is {have}: {need}", param_hint="--strategies")
+        try:
+            for ep in config.workload.endpoints:
+                spec.check_run(ep.ttl_ms, aligned)
+        except InvalidStrategy as exc:
+            raise click.BadParameter(str(exc), param_hint="--ttl") from None
 
 
 def link_control(config: LaunchConfig) -> LinkControl | None:
@@ -209,7 +237,8 @@ def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions |
             services, hooks, watched = config.services, None, None
             if services is None:
                 embedded = stack.enter_context(EmbeddedStack(
-                    config.workers, say=console.say, metrics_ports=observer.worker_ports(config.workers)))
+                    config.workers, say=console.say, metrics_ports=observer.worker_ports(config.workers),
+                    memcached=CacheServer.MEMCACHED in config.cache_servers))
                 services = embedded.services
                 watched = embedded
                 if config.faults:

@@ -11,13 +11,14 @@ import click
 import strategies
 from coordinator import defaults, faults
 from coordinator.liveness import LossPolicy
-from model.services import ENV, METRICS_PORT_ENV
+from model.services import ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from strategies import StrategySpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SCHEMES = {
-    "cache_url": ("redis", "rediss"),
+    "cache_url": ("redis", "rediss", "memcache"),
+    "memcache_url": ("memcache",),
     "lock_url": ("redis", "rediss"),
     "broker_url": ("redis", "rediss"),
     "origin_dsn": ("postgresql", "postgres"),
@@ -75,15 +76,21 @@ def _check_url(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 def service_options(func: F) -> F:
-    """``--cache-url --lock-url --broker-url --origin-dsn``, each also read from the environment."""
+    """``--cache-url --lock-url --broker-url --origin-dsn`` and the optional ``--memcache-url``,
+    each also read from the environment."""
     helps = {
-        "cache_url": "Redis cache", "lock_url": "Redis lock store",
+        "cache_url": "Cache: Redis, or memcached (memcache://HOST:PORT)",
+        "lock_url": "Redis lock store",
         "broker_url": "Celery broker and result backend (Redis)", "origin_dsn": "PostgreSQL origin",
+        "memcache_url": "A memcached cache beside a Redis --cache-url, for strategies on "
+                        "memcached (meta-memcache) in the same run; optional",
     }
-    for name in reversed(list(ENV)):
+    names = {**ENV, **OPTIONAL_ENV}
+    for name in reversed(list(names)):
         flag = "--" + name.replace("_", "-")
-        func = click.option(flag, name, envvar=ENV[name], callback=_check_url, default=None,
-                            help=f"{helps[name]} [env {ENV[name]}]; none given: embedded stack.")(func)
+        func = click.option(flag, name, envvar=names[name], callback=_check_url, default=None,
+                            help=f"{helps[name]} [env {names[name]}]; none given: embedded "
+                                 "stack.")(func)
     return func
 
 

@@ -59,6 +59,15 @@ PRESETS: dict[str, dict[str, Any]] = {
         "strategies": "lock-dc,naive:on_cache_error=origin,lock-dc:on_cache_error=origin,"
                       "two-level:on_cache_error=origin", "scale": 200_000,
     },
+    # Issue 24: the libraries people install, each next to our own equivalent, on 000's stampede
+    # (lock, lock-dc: redis-py-lock, python-redis-lock; swr: dogpile; lease: meta-memcache's
+    # memcached leases, and its recache). Needs the [libraries] extra and a memcached binary.
+    "libraries": {
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 10.0,
+        "strategies": "lock,lock-dc,redis-py-lock,python-redis-lock,swr,dogpile,"
+                      "dogpile:distributed_lock=true,lease,meta-memcache,"
+                      "meta-memcache:recache_ttl=1", "scale": 500_000,
+    },
 }
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from types import TracebackType
 
 from coordinator.stack.celery_workers import LOCAL_HOST, start_workers
+from coordinator.stack.memcached import start_memcached
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess, StackError
 from coordinator.stack.redis_server import redis_answers, start_redis
@@ -27,8 +28,11 @@ class EmbeddedStack:
     """``with EmbeddedStack(workers=8) as stack: stack.services ...``"""
 
     def __init__(self, workers: int, say: Callable[[str], None] = lambda _: None,
-                 keep_workdir: bool = False, metrics_ports: list[int] | None = None) -> None:
+                 keep_workdir: bool = False, metrics_ports: list[int] | None = None,
+                 memcached: bool = False) -> None:
+        """``memcached``: also start a memcached cache (a run with strategies on memcached)."""
         self.worker_count = workers
+        self._memcached = memcached
         self.metrics_ports = metrics_ports  # one per worker: STAMPEDE_METRICS_PORT (None: off)
         self._say = say
         self._keep = keep_workdir
@@ -36,7 +40,7 @@ class EmbeddedStack:
         self.workdir = Path(tempfile.mkdtemp(prefix="stampede-stack-"))
         os.chmod(self.workdir, 0o755)  # PostgreSQL's user must reach its data directory
         self._services: Services | None = None
-        self.urls: dict[str, str] = {}
+        self.urls: dict[str, str] = {}  # the Redis servers' by name
 
     @property
     def services(self) -> Services:
@@ -63,10 +67,16 @@ class EmbeddedStack:
             self.processes.append(proc)
         self._say(f"redis: cache {urls['cache']}, lock store {urls['lock-store']}, "
                   f"broker {urls['broker']}")
+        memcache_url = ""
+        if self._memcached:
+            proc, memcache_url = start_memcached(self.workdir)
+            self.processes.append(proc)
+            self._say(f"memcached: {memcache_url}")
         proc, dsn = start_postgres(self.workdir)
         self.processes.append(proc)
         self._say(f"postgres: {dsn}")
-        self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn)
+        self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn,
+                                  memcache_url=memcache_url)
         self.processes += start_workers(self.worker_count, self._services, self.workdir,
                                         self.metrics_ports)
         self._say(f"celery: {self.worker_count} worker processes starting")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from coordinator.stack.processes import ManagedProcess
-from model.services import METRICS_ADDR_ENV, METRICS_PORT_ENV, Services
+from model.services import METRICS_ADDR_ENV, METRICS_PORT_ENV, OPTIONAL_ENV, Services
 
 LOCAL_HOST = "stampede-local"
 
@@ -27,7 +27,8 @@ def start_workers(count: int, services: Services, workdir: Path,
 
     Metrics are off unless ``metrics_ports`` gives each worker its port (an inherited
     ``STAMPEDE_METRICS_PORT`` would make every worker claim the same one)."""
-    base = {**os.environ, **services.to_env(), "PYTHONUNBUFFERED": "1"}
+    inherited = {k: v for k, v in os.environ.items() if k not in OPTIONAL_ENV.values()}
+    base = {**inherited, **services.to_env(), "PYTHONUNBUFFERED": "1"}  # only this run's caches
     base.pop(METRICS_PORT_ENV, None)
     procs = []
     for i in range(1, count + 1):

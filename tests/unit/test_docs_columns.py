@@ -6,14 +6,21 @@ from typing import Any
 
 import pytest
 
-from results.schema import EXPIRY_SCHEMA, REQUEST_SCHEMA, STATEMENT_SCHEMA, TRIAL_SCHEMA
+from results.schema import (
+    COMMAND_SCHEMA,
+    EXPIRY_SCHEMA,
+    REQUEST_SCHEMA,
+    STATEMENT_SCHEMA,
+    TRIAL_SCHEMA,
+)
 from tests.helpers import ROOT
 
 DOC = ROOT / "docs" / "results.md"
 
 
-@pytest.mark.parametrize("schema", [REQUEST_SCHEMA, TRIAL_SCHEMA, STATEMENT_SCHEMA, EXPIRY_SCHEMA],
-                         ids=["requests", "trials", "statements", "expiries"])
+@pytest.mark.parametrize("schema", [REQUEST_SCHEMA, TRIAL_SCHEMA, STATEMENT_SCHEMA, EXPIRY_SCHEMA,
+                                    COMMAND_SCHEMA],
+                         ids=["requests", "trials", "statements", "expiries", "commands"])
 def test_every_column_is_documented(schema: Any) -> None:
     text = DOC.read_text()
     missing = [f.name for f in schema if f"| `{f.name}` | {_type(f.type)} |" not in text]

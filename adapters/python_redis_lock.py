@@ -1,0 +1,53 @@
+"""python-redis-lock (``redis_lock.Lock``): ``SET NX EX`` with an id; a waiter blocks in
+``BLPOP`` on a signal list that the release pushes one token to (the next waiter is woken by the
+holder's release, not by polling).
+
+Defaults are the library's: ``expire=None`` (the lock never expires; the library takes
+``int(expire)`` whole seconds, so ``expire=0.5`` is also None: its issue #16), ``auto_renewal``
+off (on: a renewal thread per acquired lock), ``signal_expire=1000`` ms. With no expire a
+waiter's ``BLPOP`` blocks without a server-side bound, so the clients' 2 s socket timeout ends
+a wait that long (a ``TimeoutError`` row).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from typing import ClassVar
+
+import redis_lock
+
+from adapters.recipe import LockRecipe, check_timeout, seconds_or_none
+from strategies.base import Deps
+from strategies.params import WriteParams
+
+
+@dataclass(frozen=True)
+class PythonRedisLockParams(WriteParams):
+    expire: float = -1.0  # lock TTL in seconds (the library keeps int(expire)); -1: None
+    auto_renewal: bool = False
+    signal_expire: int = 1000  # ms the wake-up token stays in the signal list
+
+    def __post_init__(self) -> None:
+        check_timeout("expire", self.expire)
+        if self.auto_renewal and self.expire == -1:
+            raise ValueError("auto_renewal needs an expire (the library refuses it without)")
+        if self.signal_expire <= 0:
+            raise ValueError("signal_expire must be > 0")
+
+
+class PythonRedisLock(LockRecipe):
+    name: ClassVar[str] = "python-redis-lock"
+    Params = PythonRedisLockParams
+
+    def __init__(self, deps: Deps, params: PythonRedisLockParams) -> None:
+        super().__init__(deps, params)
+        self._params = params
+
+    def locked(self, key: str) -> AbstractContextManager[object]:
+        """The library's lock (its keys: ``lock:KEY`` and the signal list ``lock-signal:KEY``)."""
+        p = self._params
+        lock: AbstractContextManager[object] = redis_lock.Lock(
+            self.lock_client, key, expire=seconds_or_none(p.expire), auto_renewal=p.auto_renewal,
+            signal_expire=p.signal_expire)
+        return lock
