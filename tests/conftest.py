@@ -22,9 +22,11 @@ import redis
 
 from coordinator.origin.seed import seed_orders
 from coordinator.stack.celery_workers import worker_argv
+from coordinator.stack.memcached import start_memcached
 from coordinator.stack.postgres import start_postgres
 from coordinator.stack.processes import ManagedProcess
 from coordinator.stack.redis_server import start_redis
+from model.memcache import Memcache
 from model.services import RedisPath, Services
 from tests.containers.fixtures import (  # noqa: F401 - engine + images per session, one skip line
     container_images,
@@ -79,6 +81,23 @@ def redis_server(service_dir: Path, started: list[ManagedProcess]) -> Callable[[
         return urls[name]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def memcached_url(service_dir: Path, started: list[ManagedProcess]) -> str:
+    """A real memcached (Debian's; ``make test`` installs it), started once per session."""
+    proc, url = start_memcached(service_dir)
+    started.append(proc)
+    return url
+
+
+@pytest.fixture
+def memcache(memcached_url: str) -> Iterator[Memcache]:
+    """The harness's connection to the session's memcached, flushed before the test."""
+    client = Memcache(memcached_url)
+    client.flush()
+    yield client
+    client.close()
 
 
 @pytest.fixture

@@ -9,8 +9,9 @@ from typing import Any
 
 import redis
 
+import strategies
 from model.lean import LeanCommands
-from strategies import Outcome, Probe
+from strategies import Deps, Loader, Outcome, Probe, close_strategy
 from strategies.commands import Commands, PlainCommands
 from strategies.version import stamp
 
@@ -65,6 +66,45 @@ class SleepLoader:
         probe.origin_ns += time.perf_counter_ns() - started
         probe.origin_calls += 1
         return stamp(n, f"{key}:{n}".encode())
+
+
+class StampedLoader(SleepLoader):
+    """Records when the value was computed: the filler writes it and wakes the waiters next,
+    so a delay measured from here also counts the filler's SET and wake-up."""
+
+    def __init__(self, sleep_s: float) -> None:
+        super().__init__(sleep_s)
+        self.loaded_ns: list[int] = []
+
+    def load(self, key: str, probe: Probe) -> bytes:
+        value = super().load(key, probe)
+        self.loaded_ns.append(time.perf_counter_ns())
+        return value
+
+
+def resume_delays_ns(text: str, deps: Callable[[Loader], Deps], waiters: int, load_s: float,
+                     key: str = "orders:0", connect: Sequence[Commands] = ()) -> list[int]:
+    """Herd ``waiters`` + 1 clients of strategy ``text`` on a missing key; one fills (a load of
+    ``load_s``), the others wait; return each waiter's return minus the end of the fill."""
+    loader = StampedLoader(load_s)
+    strategy = strategies.parse(text).build(deps(loader))
+    returned: dict[int, int] = {}
+
+    def fetch(probe: Probe) -> Outcome:
+        outcome = strategy.fetch(key, probe)
+        returned[id(probe)] = time.perf_counter_ns()
+        return outcome
+
+    try:
+        results = herd(fetch, threads=waiters + 1, connect=connect)
+    finally:
+        close_strategy(strategy)
+    outcomes = [o for o, _ in results]
+    assert loader.calls == 1, f"{loader.calls} fills ({outcomes})"
+    assert outcomes.count(Outcome.FILLED) == 1
+    assert outcomes.count(Outcome.WAITED) == waiters  # every waiter saw the miss and waited
+    filled_ns = loader.loaded_ns[0]
+    return sorted(returned[id(p)] - filled_ns for o, p in results if o is Outcome.WAITED)
 
 
 def herd(fetch: Callable[[Probe], Outcome], threads: int = 50,

@@ -11,7 +11,6 @@ from __future__ import annotations
 import multiprocessing
 import statistics
 import threading
-import time
 from collections.abc import Callable
 from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier as ProcessBarrier
@@ -22,7 +21,7 @@ import redis
 import strategies
 from strategies import Deps, Outcome, Probe
 from strategies.commands import Commands
-from tests.strategy_helpers import MakeCommands, SleepLoader, commands_at, herd
+from tests.strategy_helpers import MakeCommands, SleepLoader, commands_at, resume_delays_ns
 
 KEY = "orders:0"
 
@@ -39,38 +38,10 @@ POLL_MS = 300  # the contrast: a poller looks at ~300 ms, ~100 ms after the fill
 SLOW_OK = "max_wait_ms=20000,lock_ttl_ms=20000"  # the waits themselves never time out
 
 
-class StampedLoader(SleepLoader):
-    """Records when the value was computed: the filler writes it and wakes the waiters next,
-    so a delay measured from here also counts the filler's SET and wake-up."""
-
-    def __init__(self, sleep_s: float) -> None:
-        super().__init__(sleep_s)
-        self.loaded_ns: list[int] = []
-
-    def load(self, key: str, probe: Probe) -> bytes:
-        value = super().load(key, probe)
-        self.loaded_ns.append(time.perf_counter_ns())
-        return value
-
-
-def resume_delays_ns(text: str, cache: Commands, locks: Commands) -> list[int]:
-    """Herd WAITERS + 1 clients on a missing key; return each waiter's return minus the fill."""
-    loader = StampedLoader(LOAD_S)
-    strategy = strategies.parse(text).build(Deps(cache, locks, loader, 60_000))
-    returned: dict[int, int] = {}
-
-    def fetch(probe: Probe) -> Outcome:
-        outcome = strategy.fetch(KEY, probe)
-        returned[id(probe)] = time.perf_counter_ns()
-        return outcome
-
-    results = herd(fetch, threads=WAITERS + 1, connect=(cache, locks))
-    outcomes = [o for o, _ in results]
-    assert loader.calls == 1
-    assert outcomes.count(Outcome.FILLED) == 1
-    assert outcomes.count(Outcome.WAITED) == WAITERS  # every waiter saw the miss and waited
-    filled_ns = loader.loaded_ns[0]
-    return sorted(returned[id(p)] - filled_ns for o, p in results if o is Outcome.WAITED)
+def lock_dc_delays_ns(text: str, cache: Commands, locks: Commands) -> list[int]:
+    """Each waiter's return after the fill, for a lock-dc variant on ``cache`` and ``locks``."""
+    return resume_delays_ns(text, lambda loader: Deps(cache, locks, loader, 60_000), WAITERS,
+                            LOAD_S, KEY, connect=(cache, locks))
 
 
 def resumed_at_the_fill(delays_ns: list[int]) -> bool:
@@ -84,7 +55,7 @@ def ms(values: list[int]) -> list[float]:
 
 def test_notify_wakes_every_waiter_at_the_fill(cache: redis.Redis, locks: redis.Redis,
                                                commands: MakeCommands) -> None:
-    delays = resume_delays_ns(f"lock-dc:wake=notify,{SLOW_OK}", commands(cache), commands(locks))
+    delays = lock_dc_delays_ns(f"lock-dc:wake=notify,{SLOW_OK}", commands(cache), commands(locks))
     assert resumed_at_the_fill(delays), (
         f"waiters resumed {ms(delays)} ms after a {LOAD_S * 1000:g} ms fill; notify promises "
         f"< {RESUME_BOUND_NS / 1e6:g} ms (the poll interval and BLPOP timeout are far longer)")
@@ -95,7 +66,7 @@ def test_the_resume_check_fails_for_a_poller(cache: redis.Redis, locks: redis.Re
                                              commands: MakeCommands) -> None:
     """The same check on waiters that are not woken (poll every 300 ms): it must fail, so it
     can tell a working wake-up from one that the poll or the BLPOP timeout covers up."""
-    delays = resume_delays_ns(f"lock-dc:wake=poll,poll_ms={POLL_MS},{SLOW_OK}", commands(cache),
+    delays = lock_dc_delays_ns(f"lock-dc:wake=poll,poll_ms={POLL_MS},{SLOW_OK}", commands(cache),
                               commands(locks))
     assert not resumed_at_the_fill(delays), ms(delays)
     assert statistics.median(delays) > RESUME_BOUND_NS, ms(delays)
