@@ -1,6 +1,7 @@
 # The project image: Celery worker and coordinator for remote mode (services given by URL). It never
 # runs the embedded stack, so it carries no PostgreSQL server, no embedded Valkey and no matplotlib
-# (the [local] extra; `coordinator report` says so in one line).
+# (the [local] extra; `coordinator report` says so in one line). It carries the libraries under
+# test (the [libraries] extra), so remote workers run them too.
 #
 #   make image                                   # public base python:3.11-slim, wheels built on the host
 #   make image BASE=local/debian:bookworm        # no registry: a Debian base from `make base-image`
@@ -34,8 +35,8 @@ COPY pyproject.toml constraints.txt /src/
 # From the host-built wheels without an index when there are any; else from PyPI (network).
 RUN if ls /wheels/*.whl >/dev/null 2>&1; then echo "--no-index --find-links /wheels" >/src/from; \
     else : >/src/from; fi \
-    && python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/src/pyproject.toml", "rb"))["project"]["dependencies"]))' \
-        >/src/requirements.txt \
+    && python3 -c 'import tomllib; p = tomllib.load(open("/src/pyproject.toml", "rb"))["project"]; \
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["libraries"]))' >/src/requirements.txt \
     && pip install --quiet $(cat /src/from) -c /src/constraints.txt -r /src/requirements.txt
 
 # --- build: the project itself, apart (a source change rebuilds this small layer only) ---
@@ -45,6 +46,7 @@ COPY coordinator /src/coordinator
 COPY model /src/model
 COPY worker /src/worker
 COPY strategies /src/strategies
+COPY adapters /src/adapters
 COPY results /src/results
 RUN pip install --quiet $(cat /src/from) --no-deps -c /src/constraints.txt --target /opt/stampede /src
 

@@ -27,6 +27,7 @@ lint: setup
 # Headless Chromium renders the HTML report in a test (skipped, with the reason, without it);
 # Prometheus and its exporters run the --observe test (tests/e2e/test_observe.py).
 # nftables drops a link's packets in the namespace lab (tests/e2e/test_netfaults.py).
+# memcached serves meta-memcache's leases (tests/integration/test_libraries_promise.py).
 test-deps:
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
@@ -35,6 +36,9 @@ test-deps:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
 			prometheus-redis-exporter prometheus-postgres-exporter >/dev/null) || \
 		echo "prometheus could not be installed: the --observe test will be skipped" >&2
+	@command -v memcached >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq memcached >/dev/null) || \
+		echo "memcached could not be installed: the meta-memcache tests will fail" >&2
 	@command -v nft >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null) || \
 		echo "nftables could not be installed: the network fault test will be skipped" >&2

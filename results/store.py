@@ -125,6 +125,12 @@ def read_expiries(root: Path) -> pa.Table | None:
     return pq.read_table(path) if path.exists() else None
 
 
+def read_commands(root: Path) -> pa.Table | None:
+    """The servers' command counts per trial; None for runs made before they were asked."""
+    path = root / "commands.parquet"
+    return pq.read_table(path) if path.exists() else None
+
+
 def read_statements(root: Path) -> pa.Table | None:
     """Per-statement database time per trial; None for runs made before it was recorded."""
     path = root / "statements.parquet"

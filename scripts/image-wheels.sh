@@ -1,7 +1,7 @@
 #!/bin/sh
 # The image's wheelhouse (deploy/wheels), built on the host: pip inside a container build may
 # have no network or no TLS trust. Runtime dependencies of pyproject.toml at the versions of
-# constraints.txt, plus async-timeout (redis-py on Python < 3.11.3, e.g. Debian's 3.11.2) and
+# constraints.txt (and the [libraries] extra), plus async-timeout (redis-py on Python < 3.11.3, e.g. Debian's 3.11.2) and
 # setuptools (the build backend). Offline first: wheels already here are reused without an index.
 #   PIP=.venv/bin/pip sh scripts/image-wheels.sh
 set -eu
@@ -10,7 +10,8 @@ DIR=deploy/wheels
 REQ=$(mktemp)
 trap 'rm -f "$REQ"' EXIT
 "${PIP%/pip}/python" -c 'import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >"$REQ"
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+print("\n".join(p["dependencies"] + p["optional-dependencies"]["libraries"]))' >"$REQ"
 printf 'async-timeout\nsetuptools\n' >>"$REQ"
 if ! "$PIP" wheel --quiet --no-index --find-links "$DIR" -w "$DIR" -c constraints.txt -r "$REQ" \
         >/dev/null 2>&1; then

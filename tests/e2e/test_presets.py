@@ -128,3 +128,24 @@ def test_stale_sets_lease_refuses_what_naive_and_lock_dc_write(tmp_path: Path) -
     lease = trials["lease"]
     assert lease["stale_sets"] == 0 and lease["end_stale_sets"] == 0, lease
     assert trials["naive"]["stale_sets"] + trials["lock-dc"]["stale_sets"] > 0, trials
+
+
+def test_libraries_each_defence_as_installed_with_its_own_cost(tmp_path: Path) -> None:
+    """Issue 24's preset, shortened: every library next to our own on the embedded stack with
+    Redis and memcached, PostgreSQL's count matching the rows in every trial."""
+    out = tmp_path / "libraries"
+    trials = by_strategy(launch(out, "--preset", "libraries", "--workers", "2", "--clients", "40",
+                                "--seconds", "5", "--scale", "50000"))
+    assert all(t["db_calls_match"] for t in trials.values()), trials
+    for name in ("lock-dc", "redis-py-lock", "python-redis-lock", "lease", "meta-memcache"):
+        assert trials[name]["expiry_events"] >= 1 and trials[name]["origin_per_expiry"] <= 1.5, \
+            trials[name]
+    dogpile, distributed = trials["dogpile"], trials["dogpile:distributed_lock=true"]
+    assert dogpile["event_kind"] == "refresh cycle" and dogpile["stale_served"] > 0, dogpile
+    assert dogpile["origin_per_expiry"] >= 2, dogpile  # a threading.Lock per worker process
+    assert distributed["lock_commands"] == 0 < distributed["cache_commands"]  # its lock: the cache
+    memcached = trials["meta-memcache"]
+    assert memcached["cache_server"] == "memcached" and memcached["expiry_source"] == "server"
+    assert trials["redis-py-lock"]["lock_commands"] > 0 and trials["lease"]["lock_commands"] == 0
+    commands = store.read_commands(out).to_pylist()
+    assert {c["kind"] for c in commands} == {"redis", "memcached"}

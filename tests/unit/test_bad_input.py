@@ -40,6 +40,21 @@ LAUNCH_CASES = [
     (["--fault", "broker:restart@1", "--seconds", "5"], "between trials"),
     (["--fault", "worker:kill@1+2"], "takes no +DURATION"),
     (["--service-timeout", "soon"], "--service-timeout"), (["--service-timeout", "-1"], "0<=x<=3600"),
+    # the libraries (issue 24): their knobs, memcached's TTLs, their own expiry, their cache
+    (["--strategies", "redis-py-lock:sleep=0"], "sleep must be > 0"),
+    (["--strategies", "python-redis-lock:auto_renewal=true"], "auto_renewal needs an expire"),
+    (["--strategies", "dogpile:distributed_lock=maybe"], "is not a boolean"),
+    (["--strategies", "meta-memcache:miss_retries=0"], "miss_retries"),
+    (["--strategies", "meta-memcache", "--ttl", "1.5"], "whole seconds"),
+    (["--strategies", "dogpile", "--expiry", "aligned"], "sets its values' expiry itself"),
+    (["--memcache-url", "redis://127.0.0.1:1/0"], "--memcache-url"),
+    (["--memcache-url", "memcache://127.0.0.1:1"], "needs the four service URLs"),
+    (["--strategies", "meta-memcache", "--cache-url", "redis://127.0.0.1:1/0", "--lock-url",
+      "redis://127.0.0.1:1/1", "--broker-url", "redis://127.0.0.1:1/2", "--origin-dsn",
+      "postgresql://u@127.0.0.1:1/d"], "keeps its values on memcached"),
+    (["--strategies", "naive", "--cache-url", "memcache://127.0.0.1:1", "--lock-url",
+      "redis://127.0.0.1:1/1", "--broker-url", "redis://127.0.0.1:1/2", "--origin-dsn",
+      "postgresql://u@127.0.0.1:1/d"], "keeps its values on redis"),
 ]
 
 
