@@ -56,6 +56,7 @@ class TrialRunner:
                              OriginShape(span_s, products))
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
         self.caches.start()
+        self._skipped = 0  # memcached's log lines skipped for a slow watcher, so far
         self.last_lost: dict[str, Loss] = {}  # the workers the last trial lost (coordinator.liveness)
 
     def expiry_source(self, kind: CacheServer) -> str:
@@ -181,7 +182,12 @@ class TrialRunner:
             source = "server with gap"
             self.console.say(f"trial {plan.trial}: the cache stopped reporting expiries for a while "
                              "(it went away); events in that gap are missing")
-        return {**figures, "expiry_source": source, "expiry_mode": self.config.expiry.value}
+        elif source == "server" and (skipped := self.caches.watcher_skipped()) > self._skipped:
+            source, self._skipped = "server with gap", skipped
+            self.console.say(f"trial {plan.trial}: memcached skipped log lines of a slow watcher: "
+                             "expiries it reported may be missing")
+        return {**figures, "expiry_source": stamped(source, figures["event_kind"]),
+                "expiry_mode": self.config.expiry.value}
 
     def _consistency(self, plan: TrialPlan, rows: pa.Table) -> dict[str, Any]:
         """Stale reads and sets from the rows, and the servers' own word on the written keys."""
@@ -281,6 +287,15 @@ class TrialRunner:
             "start_spread_ms": (max(firsts) - min(firsts)) / 1e6 if firsts else float("nan"),
             "complete": True,
         }
+
+
+def stamped(source: str, kind: str) -> str:
+    """Who named the events: the server (or the schedule), and ``stamp`` where they are refresh
+    cycles, named by the replaced value's own expiry stamp (swr's and XFetch's envelope, dogpile's
+    creation time + TTL, memcached's remaining TTL at a recache win)."""
+    if kind == "refresh cycle":
+        return "stamp"
+    return f"{source}+stamp" if kind == "expiry+refresh" else source
 
 
 def liveness_columns(gathered: dispatch.Gathered) -> dict[str, Any]:

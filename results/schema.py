@@ -124,7 +124,7 @@ TRIAL_SCHEMA = pa.schema(
         # Observed events (results.events): origin_calls / expiry_events / origin_per_expiry are
         # over the events in the window, each herd whole; the per-period figure is a cross-check.
         ("event_kind", pa.string()),  # what an event is here: expiry, refresh cycle, or both
-        ("expiry_source", pa.string()),  # server (reported by the cache) or schedule (fallback)
+        ("expiry_source", pa.string()),  # server, schedule, server with gap; stamp: refresh cycles
         ("herd_median", pa.float64()),  # origin calls per event, median over the window's events
         ("herd_max", pa.int64()),
         ("herd_duration_p50_ms", pa.float64()),  # first call's start to last call's end
