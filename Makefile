@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit test-deps lint setup system-deps bench clean lock wheels base-image image
+.PHONY: demo test test-unit test-deps observe-deps lint setup system-deps bench clean lock wheels base-image image
 
 $(BIN)/coordinator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +16,10 @@ setup: system-deps $(BIN)/coordinator
 # Python venv support and PostgreSQL come from the system; installed here when missing and root.
 system-deps:
 	@PYTHON=$(PYTHON) sh scripts/ensure-system.sh
+
+# Prometheus and the Redis/PostgreSQL exporters: only `coordinator launch --observe` uses them.
+observe-deps:
+	@sh scripts/observe-deps.sh
 
 demo: setup
 	$(BIN)/coordinator launch --workers 8
@@ -31,9 +35,7 @@ test-deps:
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 		echo "chromium could not be installed: the report screenshot test will be skipped" >&2
-	@command -v prometheus >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
-			prometheus-redis-exporter prometheus-postgres-exporter >/dev/null) || \
+	@sh scripts/observe-deps.sh || \
 		echo "prometheus could not be installed: the --observe test will be skipped" >&2
 	@command -v nft >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null) || \
