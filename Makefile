@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit test-deps observe-deps lint setup system-deps bench clean lock wheels base-image image
+.PHONY: demo test test-unit test-deps observe-deps cli-reference lint setup system-deps bench clean lock wheels base-image image
 
 $(BIN)/coordinator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ observe-deps:
 
 demo: setup
 	$(BIN)/coordinator launch --workers 8
+
+# docs/cli.md from the click commands, the presets and the strategies (a unit test checks it is current).
+cli-reference: $(BIN)/coordinator
+	$(BIN)/python -m coordinator.cli.reference
 
 lint: setup
 	$(BIN)/ruff check .
