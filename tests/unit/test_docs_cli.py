@@ -23,7 +23,7 @@ _SUBCOMMAND = re.compile(r"coordinator ([a-z][a-z-]*)(?=\s|$)")  # not `coordina
 _NEAR = r"(?:(?!--)[^()]){0,40}?"
 _PROSE_DEFAULTS = [
     re.compile(r"(--[a-z][a-z0-9-]*) ([^\s(]+)\s+\(default\)"),
-    re.compile(rf"(--[a-z][a-z0-9-]*){_NEAR}\(default ([^;)]+)[;)]"),
+    re.compile(rf"(--[a-z][a-z0-9-]*){_NEAR}\(default ([^;):]+)[;):]"),
     re.compile(r"(--[a-z][a-z0-9-]*) ([^\s,]+), the default"),
     re.compile(rf"(--[a-z][a-z0-9-]*){_NEAR}\((\w+) by default\)"),
 ]

@@ -104,7 +104,7 @@ def test_every_parameter_default_the_prose_states_is_the_codes() -> None:
     wrong = []
     for doc in docs():
         prose = plain(" ".join(text for _, text in doc.prose()))
-        for key, value in re.findall(r"\b([a-z][a-z_]+) \(default ([^;),]+)[;),]", prose):
+        for key, value in re.findall(r"\b([a-z][a-z_]+) \(default ([^;),:]+)[;),:]", prose):
             if key in PARAMS and not _same(value, {DEFAULTS[n][key] for n in takers(key)}):
                 wrong.append(f"{doc.name}: {key} is documented with default {value!r}; the code's: "
                              f"{DEFAULTS[min(takers(key))][key]!r}")
