@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit test-deps lint setup system-deps bench clean lock wheels base-image image
+.PHONY: demo test test-unit test-deps observe-deps cli-reference lint setup system-deps bench clean lock wheels base-image image
 
 $(BIN)/coordinator: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,8 +17,16 @@ setup: system-deps $(BIN)/coordinator
 system-deps:
 	@PYTHON=$(PYTHON) sh scripts/ensure-system.sh
 
+# Prometheus and the Redis/PostgreSQL exporters: only `coordinator launch --observe` uses them.
+observe-deps:
+	@sh scripts/observe-deps.sh
+
 demo: setup
 	$(BIN)/coordinator launch --workers 8
+
+# docs/cli.md from the click commands, the presets and the strategies (a unit test checks it is current).
+cli-reference: $(BIN)/coordinator
+	$(BIN)/python -m coordinator.cli.reference
 
 lint: setup
 	$(BIN)/ruff check .
@@ -32,9 +40,7 @@ test-deps:
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 		echo "chromium could not be installed: the report screenshot test will be skipped" >&2
-	@command -v prometheus >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
-		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq prometheus \
-			prometheus-redis-exporter prometheus-postgres-exporter >/dev/null) || \
+	@sh scripts/observe-deps.sh || \
 		echo "prometheus could not be installed: the --observe test will be skipped" >&2
 	@command -v memcached >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq memcached >/dev/null) || \

@@ -48,7 +48,8 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "scale": config.scale, "pool_size": config.pool_size,
         "origin_target_ms": config.origin_target_ms, "seed": config.seed,
         "force_clock": config.force_clock, "keys": list(config.keys), "timing": asdict(config.timing),
-        "faults": [f.label for f in config.faults], "expiry": config.expiry.value,
+        "faults": [f.label for f in config.faults], "net_control": config.net_control,
+        "expiry": config.expiry.value,
         "workload": config.workload.to_json(), "embedded_stack": config.embedded,
         "on_worker_loss": config.on_worker_loss.value, "redis_client": config.redis_client.value,
     })
@@ -68,6 +69,7 @@ def config_of(options: Mapping[str, Any], out: Path, services: Services | None) 
             seed=bool(options["seed"]), force_clock=bool(options["force_clock"]),
             keys=tuple(str(k) for k in options["keys"]), timing=Timing(**options["timing"]),
             faults=tuple(fault_spec.parse(f) for f in options["faults"]),
+            net_control=options.get("net_control"),  # absent in runs recorded before it: None
             expiry=ExpiryMode(options["expiry"]), workload=Workload.from_json(options["workload"]),
             preset=options["preset"],
             on_worker_loss=LossPolicy(options.get("on_worker_loss", LossPolicy.CONTINUE)),

@@ -1,8 +1,8 @@
 #!/bin/sh
 # What the project needs from the system, checked before the virtualenv is made:
 # - Python's venv support (Debian ships it apart: python3-venv);
-# - PostgreSQL server binaries (initdb, postgres, pg_stat_statements) for the embedded stack;
-# - optional: Prometheus and the Redis/PostgreSQL exporters, for `coordinator launch --observe`.
+# - PostgreSQL server binaries (initdb, postgres, pg_stat_statements) for the embedded stack.
+# Nothing else: Prometheus and its exporters (only --observe uses them) are `make observe-deps`.
 # On Debian as root missing pieces are installed with apt; otherwise we say what to install.
 set -eu
 python=${PYTHON:-python3}
@@ -16,20 +16,6 @@ for dir in ${STAMPEDE_PG_BINDIR:-} /usr/lib/postgresql/*/bin; do
   fi
 done
 [ -n "$found_pg" ] || missing="$missing postgresql"
-# Optional (only --observe needs them): installed along when we can, never a reason to fail.
-for bin in prometheus prometheus-redis-exporter prometheus-postgres-exporter; do
-  command -v "$bin" >/dev/null 2>&1 || optional="${optional:-} $bin"
-done
-if [ -n "${optional:-}" ]; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "installing with apt-get:$optional" >&2
-    # shellcheck disable=SC2086  # one word per package
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $optional >/dev/null; } ||
-      echo "note: could not install$optional; --observe will say what is missing" >&2
-  else
-    echo "note: --observe needs:$optional (sudo apt-get install$optional)" >&2
-  fi
-fi
 [ -z "$missing" ] && exit 0
 
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then

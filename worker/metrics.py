@@ -1,7 +1,7 @@
 """Prometheus metrics of one worker process, folded from the trial's rows at scrape time.
 
 The client threads never touch a metric: each scrape reads the rows every ``Recorder`` appended
-since the last scrape (append-only ``array`` columns: lengths first, then slices) and adds them to
+since the last scrape (whole packed records: a row is appended in one step) and adds them to
 cumulative counters and histogram buckets. So the live figures come from the same rows as
 Parquet, and the hot loop is the same with metrics on or off. Off unless ``STAMPEDE_METRICS_PORT``
 is set (the embedded stack sets it only with ``--observe`` or ``--metrics-port``).

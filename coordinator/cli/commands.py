@@ -18,6 +18,7 @@ from coordinator.cli.launch import RunFailed, launch
 from coordinator.cli.options import (
     fault_list,
     liveness_options,
+    net_control_option,
     observe_options,
     service_options,
     strategy_list,
@@ -80,9 +81,7 @@ def cli() -> None:
                    "lock-store:kill@5, lock-store:pause@4+2, cache:kill@3, origin:lock@3+2, "
                    "origin:exhaust@3+2, worker:kill@3, worker:kill:w2@3 (worker w2), "
                    "broker:restart@SECONDS>=--seconds.")
-@click.option("--net-control", envvar="STAMPEDE_NET_CONTROL", default=None, metavar="HOST:PORT",
-              help="The namespace lab's link control, for net: faults (net:partition:A-B@S+D, "
-                   "net:delay:A-B=MS, net:loss:A-B=PCT; docs/faults.md) [env STAMPEDE_NET_CONTROL].")
+@net_control_option("")
 @click.option("--expiry", type=click.Choice([m.value for m in ExpiryMode]),
               default=ExpiryMode.DRIFT.value, show_default=True,
               help="drift: each value lives one TTL after its fill (experiment 000); aligned: every "
@@ -143,6 +142,7 @@ def compare_command(run_a: Path, run_b: Path) -> None:
 @click.option("--repeat", type=click.IntRange(1, 100), default=None,
               help="Repeats of each strategy [default: as recorded].")
 @service_options
+@net_control_option(" [default: as recorded]")
 @click.option("--quiet", is_flag=True, help="Print only the table and the differences.")
 def rerun_command(run_dir: Path, **options: object) -> None:
     """Run RUN_DIR's experiment again from its manifest; say what differs from the original."""

@@ -10,6 +10,7 @@ import click
 
 import strategies
 from coordinator import defaults, faults
+from coordinator.faults.net import ENV as NET_CONTROL_ENV
 from coordinator.liveness import LossPolicy
 from model.services import ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from strategies import StrategySpec
@@ -92,6 +93,15 @@ def service_options(func: F) -> F:
                             help=f"{helps[name]} [env {names[name]}]; none given: embedded "
                                  "stack.")(func)
     return func
+
+
+def net_control_option(default: str) -> Callable[[F], F]:
+    """``--net-control HOST:PORT`` of ``launch`` and ``rerun``; ``default`` ends its help."""
+    return click.option(
+        "--net-control", envvar=NET_CONTROL_ENV, default=None, metavar="HOST:PORT",
+        help="The namespace lab's link control, for net: faults (net:partition:A-B@S+D, "
+             f"net:delay:A-B=MS, net:loss:A-B=PCT; docs/faults.md) [env {NET_CONTROL_ENV}]"
+             f"{default}.")
 
 
 def observe_options(func: F) -> F:

@@ -1,7 +1,8 @@
 """``coordinator rerun RUN_DIR``: the experiment of a finished run again, from its manifest.
 
 Options come from run.json's manifest as they were resolved (never from today's defaults or
-preset definitions); services may be given anew, since credentials were never written. After
+preset definitions); services may be given anew, since credentials were never written, and so
+may the namespace lab's link control (``--net-control``; else the recorded one). After
 the run it says which options, versions or host facts differ from the original.
 """
 
@@ -46,7 +47,8 @@ def config_for(run_id: str, meta: dict[str, Any], manifest: Manifest,
                                  options["repeat"])
     except ManifestError as exc:
         raise click.BadParameter(str(exc), param_hint="RUN_DIR") from None
-    config = replace(config, command=mask_argv(typed_argv(), services), rerun_of=run_id)
+    config = replace(config, command=mask_argv(typed_argv(), services), rerun_of=run_id,
+                     net_control=options.get("net_control") or config.net_control)
     check_config(config)
     return config
 

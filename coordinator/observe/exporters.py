@@ -23,7 +23,7 @@ def start_exporters(redis_urls: dict[str, str], origin_dsn: str, home: Path, tar
     procs: list[ManagedProcess] = []
     binary = shutil.which(REDIS_EXPORTER)
     if binary is None:
-        say(f"observe: {REDIS_EXPORTER} not installed: no Redis server metrics")
+        say(f"observe: {REDIS_EXPORTER} not installed (make observe-deps): no Redis server metrics")
     else:
         for role, url in redis_urls.items():
             port = free_port()
@@ -34,7 +34,7 @@ def start_exporters(redis_urls: dict[str, str], origin_dsn: str, home: Path, tar
             targets.add("redis", f"127.0.0.1:{port}", role=role)
     binary = shutil.which(POSTGRES_EXPORTER)
     if binary is None:
-        say(f"observe: {POSTGRES_EXPORTER} not installed: no PostgreSQL server metrics")
+        say(f"observe: {POSTGRES_EXPORTER} not installed (make observe-deps): no PostgreSQL server metrics")
         return procs
     port = free_port()
     argv = [binary, f"--web.listen-address=127.0.0.1:{port}"]

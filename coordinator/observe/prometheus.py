@@ -21,8 +21,9 @@ from typing import Any
 from coordinator.stack.processes import ManagedProcess, StackError, free_port
 
 BINARY_ENV = "STAMPEDE_PROMETHEUS"
-INSTALL_HINT = ("--observe needs the prometheus binary: apt-get install prometheus (Debian/Ubuntu), "
-                f"or set {BINARY_ENV} to its path")
+INSTALL_HINT = ("--observe needs the prometheus binary: run `make observe-deps` (as root it "
+                "apt-installs prometheus and the Redis and PostgreSQL exporters), or set "
+                f"{BINARY_ENV} to its path")
 SCRAPE_S = 1
 
 

@@ -5,15 +5,20 @@ Hosts (one namespace each): cache, lock store, broker, origin, a router running 
 w2-cache), and the coordinator. One launch with ``net:delay:w1-cache=DELAY_MS`` for the whole run
 and ``net:partition:w1-cache@AT+FOR``; w2's link is relayed too, untouched: the control group.
 Checks: w1's cache round-trip floor grows by the delay (w2's does not); error rows only from w1's
-clients, only while the partition held; w1 served again after it; the faults recorded.
+clients, only while the partition held; w1 served again after it; the faults recorded. Then
+``coordinator rerun`` of that run on the same lab, with the link control only in its manifest:
+the same options, the same faults applied again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -29,15 +34,36 @@ DELAY_MS = 3.0  # one way, each way: w1's round trip to the cache grows by 6 ms
 AT_S, FOR_S = 2.0, 2.5  # longer than the clients' 2 s socket timeout: in-flight commands fail
 SECONDS = 7.0
 LAUNCH_TIMEOUT_S = 90
+DELAY = f"net:delay:w1-cache={DELAY_MS:g}"
+PARTITION = f"net:partition:cache-w1@{AT_S:g}+{FOR_S:g}"  # either order names the link
 
 
-@pytest.fixture
-def lab() -> Iterator[tuple[Lab, Path]]:
+@dataclass(frozen=True)
+class Runs:
+    """The launch with net: faults, and its ``coordinator rerun`` on the same lab."""
+
+    out: Path
+    said: str
+    again: Path
+    rerun: subprocess.CompletedProcess[str]
+
+
+@pytest.fixture(scope="module")
+def runs() -> Iterator[Runs]:
     reason = netns_available() or nft_missing()
     if reason:
         pytest.skip(reason)
-    with lab_in("slnf-") as opened:
-        yield opened
+    with lab_in("slnf-") as (net, workdir):
+        services = start_services(net, workdir)
+        control, cache_urls = start_router(net, workdir, WORKERS)
+        start_workers(net, workdir, services, cache_urls)
+        env = {**os.environ, **services.to_env(), "STAMPEDE_NET_CONTROL": control}
+        out, said = _launch(net, workdir, env, "--fault", DELAY, "--fault", PARTITION)
+        del env["STAMPEDE_NET_CONTROL"]  # the rerun finds the link control in the manifest
+        again = workdir / "again"
+        rerun = coordinator("rerun", str(out), "--out", str(again), timeout=LAUNCH_TIMEOUT_S,
+                            env=env, prefix=net.run_in(net.hosts["coord"][0]))
+        yield Runs(out, said, again, rerun)
 
 
 def _launch(net: Lab, workdir: Path, env: dict[str, str], *args: str) -> tuple[Path, str]:
@@ -53,30 +79,28 @@ def _launch(net: Lab, workdir: Path, env: dict[str, str], *args: str) -> tuple[P
     return out, done.stdout
 
 
-def test_delay_and_partition_on_one_link(lab: tuple[Lab, Path]) -> None:
-    net, workdir = lab
-    services = start_services(net, workdir)
-    control, cache_urls = start_router(net, workdir, WORKERS)
-    start_workers(net, workdir, services, cache_urls)
-    env = {**os.environ, **services.to_env(), "STAMPEDE_NET_CONTROL": control}
-    delay = f"net:delay:w1-cache={DELAY_MS:g}"
-    partition = f"net:partition:cache-w1@{AT_S:g}+{FOR_S:g}"  # either order names the link
-    out, said = _launch(net, workdir, env, "--fault", delay, "--fault", partition)
+def _applied(out: Path) -> dict[str, dict[str, Any]]:
+    """The first trial's faults as the link control applied them (run.json), by spec."""
+    trial = json.loads((out / "run.json").read_text())["trials"][0]
+    return {a["fault"]: a for a in trial["faults_applied"]}
 
+
+def test_delay_and_partition_on_one_link(runs: Runs) -> None:
+    out = runs.out
     meta = json.loads((out / "run.json").read_text())
     trial = meta["trials"][0]
     floors = trial["cache_floor_ms"]  # per worker (Celery name w1@NAMESPACE), before the load
     name = {w.split("@")[0]: w for w in floors}
-    applied = {a["fault"]: a for a in trial["faults_applied"]}
-    assert set(applied) == {delay, partition} and not any(a["error"] for a in applied.values())
-    assert "partitioned" in applied[partition]["detail"], applied
+    applied = _applied(out)
+    assert set(applied) == {DELAY, PARTITION} and not any(a["error"] for a in applied.values())
+    assert "partitioned" in applied[PARTITION]["detail"], applied
 
     # the delay, in each worker's own cache round-trip floor
     assert floors[name["w1"]]["p5"] >= 2 * DELAY_MS, floors
     assert floors[name["w2"]]["p5"] < DELAY_MS, floors
 
     row = pq.read_table(out / "trials.parquet").to_pylist()[0]
-    assert row["fault"] == f"{delay};{partition}"
+    assert row["fault"] == f"{DELAY};{PARTITION}"
     assert row["fault_errors"] > 0 and row["db_calls_match"], row
 
     rows = ds.dataset(out / "requests", partitioning="hive").to_table()
@@ -94,4 +118,17 @@ def test_delay_and_partition_on_one_link(lab: tuple[Lab, Path]) -> None:
     assert not [t for t in ends if held[0] < t < held[1]], "w1 got answers through the partition"
     w2_ok = rows.filter(pc.equal(rows["worker"], name["w2"]))["t_start_ns"].to_pylist()
     assert [t for t in w2_ok if held[0] < t < held[1]], "w2 stopped too"
-    assert "net:partition" in said
+    assert "net:partition" in runs.said
+
+
+def test_a_rerun_repeats_the_net_faults_with_the_recorded_link_control(runs: Runs) -> None:
+    done = runs.rerun
+    assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
+    original, again = (json.loads((d / "run.json").read_text())["manifest"]
+                       for d in (runs.out, runs.again))
+    assert again["options"] == original["options"]
+    assert original["options"]["net_control"] and original["options"]["faults"] == [DELAY, PARTITION]
+    applied = _applied(runs.again)
+    assert set(applied) == {DELAY, PARTITION} and not any(a["error"] for a in applied.values())
+    row = pq.read_table(runs.again / "trials.parquet").to_pylist()[0]
+    assert row["fault"] == f"{DELAY};{PARTITION}" and row["fault_errors"] > 0, row

@@ -13,14 +13,19 @@ import pytest
 from coordinator.cli import workload_options
 from coordinator.cli.commands import cli
 from coordinator.cli.launch import config_from
+from coordinator.cli.rerun import config_for
 from coordinator.config import LaunchConfig
 from coordinator.manifest import Manifest, ManifestError, mask_argv
 from coordinator.provenance import git_state
-from model.services import RedisPath, Services
+from model.services import ENV, RedisPath, Services
 from results.schema import MANIFEST_VERSION
 from tests.helpers import ROOT
 
 SECRET = "hunter2-Pa55"
+REMOTE = ["--cache-url", "redis://c/0", "--lock-url", "redis://l/0", "--broker-url", "redis://b/0",
+          "--origin-dsn", "postgresql://db/x"]
+NET = ["--fault", "net:delay:w1-cache=3", "--fault", "net:partition:cache-w1@2+2.5",
+       "--net-control", "10.77.0.9:7000", *REMOTE]
 
 
 def _config(args: list[str]) -> LaunchConfig:
@@ -48,6 +53,7 @@ def _rebuilt(config: LaunchConfig) -> LaunchConfig:
      "--expiry", "aligned", "--force-clock", "--worker-timeout", "9", "--fault", "cache:kill@3"],
     ["--keys", "zipf:1000:1.1", "--rate", "200", "--think-ms", "1", "--origin-ms", "2", "--no-seed"],
     ["--redis-client", "pooled"],
+    NET,
 ])
 def test_every_resolved_option_rebuilds_the_same_config(args: list[str]) -> None:
     config = _config(["--out", "x", *args])
@@ -65,6 +71,25 @@ def test_the_redis_client_path_is_recorded_and_older_runs_rerun_pooled(
     written = _written(replace(config, redis_client=RedisPath.LEAN))
     del written["manifest"]["options"]["redis_client"]  # a run recorded before the option
     assert Manifest.from_json(written).config(Path("y"), None).redis_client is RedisPath.POOLED
+
+
+def test_the_net_control_is_recorded_and_a_rerun_may_give_another() -> None:
+    config = _config(["--out", "x", *NET])
+    written = _written(config)
+    assert written["manifest"]["options"]["net_control"] == "10.77.0.9:7000"
+    meta = {**written, "run_id": "a", "services": {}}
+    manifest = Manifest.from_json(written)
+    given: dict[str, Any] = {"out": Path("y"), "repeat": None, "net_control": None,
+                             **{name: getattr(config.services, name) for name in ENV}}
+    assert config_for("a", meta, manifest, given).net_control == "10.77.0.9:7000"  # as recorded
+    moved = config_for("a", meta, manifest, {**given, "net_control": "10.77.0.3:7001"})
+    assert moved.net_control == "10.77.0.3:7001" and moved.faults == config.faults
+
+
+def test_a_run_recorded_before_net_control_reruns_without_it() -> None:
+    written = _written(_config(["--out", "x"]))
+    del written["manifest"]["options"]["net_control"]
+    assert Manifest.from_json(written).config(Path("y"), None).net_control is None
 
 
 def test_a_preset_run_reruns_as_it_was_after_the_preset_changes(

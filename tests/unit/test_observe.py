@@ -231,7 +231,7 @@ def test_observe_without_prometheus_says_what_to_install(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("STAMPEDE_PROMETHEUS", str(tmp_path / "no-prometheus"))
     code, err = run_cli(["launch", "--observe", "--out", str(tmp_path / "run")], capsys)
-    assert_bad_input(code, err, "apt-get install prometheus")
+    assert_bad_input(code, err, "run `make observe-deps`")
     assert not (tmp_path / "run").exists()
 
 
