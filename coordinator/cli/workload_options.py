@@ -66,7 +66,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 10.0,
         "strategies": "lock,lock-dc,redis-py-lock,python-redis-lock,swr,dogpile,"
                       "dogpile:distributed_lock=true,lease,meta-memcache,"
-                      "meta-memcache:recache_ttl=1", "scale": 500_000,
+                      "meta-memcache:recache_ttl=2", "scale": 500_000,
     },
 }
 

@@ -114,8 +114,8 @@ def test_every_parameter_default_the_prose_states_is_the_codes() -> None:
 def _same(documented: str, defaults: set[str]) -> bool:
     try:
         return any(float(documented) == float(d) for d in defaults)
-    except ValueError:
-        return documented in defaults
+    except ValueError:  # booleans as users type them: true, false
+        return documented.lower() in {d.lower() for d in defaults}
 
 
 def _parameter_table() -> tuple[Doc, list[tuple[int, list[str]]]]:
