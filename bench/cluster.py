@@ -41,7 +41,7 @@ from coordinator.stack.processes import free_port
 from coordinator.trial import TrialRunner
 from model.wire import BASELINE
 from model.workload import KeySet, Query, Workload, single
-from results.store import RunWriter, read_trials
+from results.store.rundir import RunWriter, read_trials
 from worker.baseline import CLIENTS as LOOPS
 
 WORKERS, CLIENTS, SECONDS, ROUNDS, SYNC_TRIALS = 8, 200, 5.0, 2, 20

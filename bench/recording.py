@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from results import transport
+from results.store import transport
 from strategies import Outcome, Probe
 from worker.recorder import Recorder
 

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from results.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.store.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 
 ROWS = int(os.environ.get("BENCH_ROWS", "10000000"))
 TRIALS = (("naive", 1), ("lock", 1), ("naive", 2), ("lock", 2))

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from coordinator.connect import pg_connect
 from model.workload import Endpoint
-from results.metrics import is_write
+from results.figures.metrics import is_write
 from strategies import Deps, StrategySpec, close_strategy
 
 # key_writes.committed_at is re-dated after each write's cache step (model.origin.CONFIRM_SQL):

@@ -26,8 +26,8 @@ from coordinator.origin.prepare import prepare_origin
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
 from model.services import Services
-from results.schema import MANIFEST_VERSION
-from results.store import RunWriter
+from results.store.rundir import RunWriter
+from results.store.schema import MANIFEST_VERSION
 
 
 class RunStatus(enum.StrEnum):

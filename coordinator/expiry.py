@@ -25,7 +25,7 @@ from urllib.parse import unquote
 import redis
 
 from model.memcache import Memcache
-from results.reports import Event, Source
+from results.figures.expiry_reports import Event, Source
 from strategies.base import CacheServer
 
 FLAGS = "Exg"

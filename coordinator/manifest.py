@@ -23,7 +23,7 @@ from coordinator.liveness import LossPolicy
 from coordinator.plan import ExpiryMode
 from model.services import RedisPath, Services, mask_url
 from model.workload import Workload
-from results.schema import MANIFEST_VERSION
+from results.store.schema import MANIFEST_VERSION
 
 MASK = "***"
 MIN_SECRET = 4  # a shorter password is masked where it stands in a URL, not searched elsewhere

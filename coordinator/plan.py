@@ -8,7 +8,7 @@ Time line of one trial (coordinator clock)::
 
 The window is whole TTL periods, the first expiry in the middle of the first. Later expiries
 drift (each comes one TTL after the last fill of the herd before it), so the events counted are
-the ones the cache server reports in the window (``results.events``), each with its whole herd:
+the ones the cache server reports in the window (``results.figures.events``), each with its whole herd:
 the trial runs a drain of half a TTL (at most ``DRAIN_MAX_S``) past the window for the last herd.
 """
 

@@ -25,10 +25,11 @@ from coordinator.priming import Primer
 from model.origin import MARKS, OriginShape
 from model.services import COORDINATOR_APP, Services, make_pool, redis_client
 from model.wire import TrialResult, TrialSpec
-from results import checks, events, metrics, reports, transport
-from results.consistency import consistency_figures
-from results.schema import REQUEST_SCHEMA, WIRE_SCHEMA
-from results.store import RunWriter
+from results.figures import checks, events, expiry_reports, metrics
+from results.figures.consistency import consistency_figures
+from results.store import transport
+from results.store.rundir import RunWriter
+from results.store.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from strategies.base import CacheServer
 
 _ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns", "set_ns", "commit_ns")
@@ -166,7 +167,7 @@ class TrialRunner:
         kind = plan.strategy.cache_server
         listener = self.caches.listeners[kind]
         if listener.unavailable:
-            observed = reports.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
+            observed = expiry_reports.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
         else:
             # past the end too: an expiry at the last instant must not lend its calls to the one before
             observed = listener.events(self.key_names, plan.start_ns, time.time_ns())

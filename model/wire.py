@@ -180,7 +180,7 @@ class TrialResult:
 
     worker: str  # host:pid
     worker_index: int
-    rows: str  # results.transport encoding; "" when the worker recorded no row
+    rows: str  # results.store.transport encoding; "" when the worker recorded no row
     requests: int
     release_late_ns: int  # first request after the common start instant (this host's clock)
     floor_p5_ns: int  # cache round trip, 5th percentile of sequential GETs: the physical floor

@@ -73,7 +73,7 @@ class Probe:
         self.local_hit = 0
         self.fallback = 0  # 1: the cache failed and the origin answered (on_cache_error=origin)
         # A refresh of a value that had not expired yet: that value's expiry stamp (ns). It names
-        # the refresh cycle the origin call belongs to (results.events); 0 for any other call.
+        # the refresh cycle the origin call belongs to (results.figures.events); 0 for any other call.
         self.refresh_of_ns = 0
         # Versions (strategies.version): what this request answered with and wrote (-1: none),
         # and when that cache write was sent (0: none).

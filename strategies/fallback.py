@@ -64,7 +64,7 @@ class CacheFallback:
             if not cache_failed(exc):
                 raise
             if not answered(probe):
-                probe.fallback = 1  # not a miss: no expiry's herd (results.events)
+                probe.fallback = 1  # not a miss: no expiry's herd (results.figures.events)
                 version.served(probe, self._loader.load(key, probe))
             return Outcome.FILLED
 

@@ -20,7 +20,7 @@ import pytest
 
 from coordinator.cli import main
 from model.wire import TrialSpec
-from results import store
+from results.store import rundir
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-Pa55"  # the password of the ``secured`` fixture's Redis
@@ -99,7 +99,7 @@ class Finished:
     def read(cls, code: int, table: str, stderr: str, out: Path, *extra: Any) -> Self:
         """The launch's figures read back from ``out``; ``extra``: the subclass's own fields."""
         meta = json.loads((out / "run.json").read_text())
-        return cls(code, table, stderr, out, meta, store.read_trials(out).to_pylist(), *extra)
+        return cls(code, table, stderr, out, meta, rundir.read_trials(out).to_pylist(), *extra)
 
 
 class LineReader:

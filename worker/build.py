@@ -15,7 +15,7 @@ from psycopg_pool import ConnectionPool
 from model.origin import EndpointLoader, OriginShape, ValueShaper
 from model.wire import TrialSpec
 from model.workload import Workload
-from results.schema import REFRESH_OP, WRITE_OP
+from results.store.schema import REFRESH_OP, WRITE_OP
 from strategies import Background, Deps, ExpiryGrid, Strategy
 from strategies.base import Servers
 from strategies.commands import Commands

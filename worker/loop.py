@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from model.origin import Committed
 from model.workload import Workload
-from results.schema import DROPPED
+from results.store.schema import DROPPED
 from strategies import Loader, Outcome, Probe
 from worker.recorder import Recorder
 from worker.schedule import MASK, Arrivals, Stages, key_table, uniform_table, weighted_table

@@ -23,7 +23,7 @@ from prometheus_client.registry import Collector
 
 from model.services import METRICS_ADDR_ENV, METRICS_PORT_ENV
 from model.wire import TrialSpec
-from results.schema import OUTCOMES, REFRESH_OP, WRITE_OP
+from results.store.schema import OUTCOMES, REFRESH_OP, WRITE_OP
 from worker.recorder import Recorder
 
 log = logging.getLogger(__name__)

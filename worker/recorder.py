@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.schema import OUTCOMES, WIRE_SCHEMA
+from results.store.schema import OUTCOMES, WIRE_SCHEMA
 from strategies import Outcome, Probe
 
 # Probe fields stored as they are, in record order (int64 each).

@@ -11,7 +11,7 @@ from celery import Task
 from model.hostfacts import host_facts
 from model.services import Services
 from model.wire import BASELINE, CLOCK, HOST_FACTS, RUN_TRIAL, InvalidTaskArguments, TrialSpec
-from results import transport
+from results.store import transport
 from worker.app import app
 from worker.baseline import BaselineSpec, run_baseline
 from worker.heartbeat import Heartbeat

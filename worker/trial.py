@@ -16,8 +16,8 @@ import pyarrow as pa
 from model.memcache import Memcache
 from model.services import RedisPath, Services, make_pool, redis_commands
 from model.wire import TrialResult, TrialSpec
-from results import transport
-from results.schema import REFRESH_OP
+from results.store import transport
+from results.store.schema import REFRESH_OP
 from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
 from strategies.base import CacheServer, Servers

@@ -28,7 +28,8 @@ from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
 from model.services import RedisPath
-from results import compare, report, store, summary
+from results.outputs import compare, html_report, summary
+from results.store import rundir
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
 EXIT_WORKER_LOST = 3  # coordinator.liveness: run.json status degraded (or incomplete with fail)
@@ -105,11 +106,11 @@ def _run_dir(run_dir: Path, hint: str) -> tuple[dict[str, Any], list[dict[str, A
     if not (run_dir / "trials.parquet").exists():
         raise click.BadParameter(f"{run_dir} holds no trials.parquet", param_hint=hint)
     try:
-        meta = store.read_meta(run_dir) if (run_dir / "run.json").is_file() else {}
-        store.check_readable(meta)
+        meta = rundir.read_meta(run_dir) if (run_dir / "run.json").is_file() else {}
+        rundir.check_readable(meta)
     except ValueError as exc:  # UnreadableRun, or run.json that is not JSON
         raise click.BadParameter(f"{run_dir}: {exc}", param_hint=hint) from None
-    trials: list[dict[str, Any]] = store.read_trials(run_dir).to_pylist()
+    trials: list[dict[str, Any]] = rundir.read_trials(run_dir).to_pylist()
     return meta, trials
 
 
@@ -120,8 +121,8 @@ def report_command(run_dir: Path) -> None:
     _run_dir(run_dir, "RUN_DIR")
     click.echo(summary.render_summary(run_dir, events=True))
     try:
-        written = report.write_report(run_dir)
-    except report.MissingExtra as exc:
+        written = html_report.write_report(run_dir)
+    except html_report.MissingExtra as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"report: {written.html}  plots: {', '.join(p.name for p in written.pngs)}")
 

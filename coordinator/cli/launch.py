@@ -41,7 +41,8 @@ from coordinator.stack import EmbeddedStack, StackError
 from model.services import ENV, RedisPath, Services, mask_url
 from model.wire import InvalidResult
 from model.workload import Workload
-from results import store, summary
+from results.outputs import summary
+from results.store import rundir
 from strategies import InvalidStrategy
 from strategies.base import CacheServer
 
@@ -194,10 +195,10 @@ def primed_keys(workload: Workload) -> tuple[str, ...]:
     return tuple(k for ep in workload.endpoints if ep.prime for k in ep.key_names())
 
 
-def open_run_dir(out: Path) -> store.RunWriter:
+def open_run_dir(out: Path) -> rundir.RunWriter:
     try:
-        return store.RunWriter.create(out)
-    except store.RunExists as exc:
+        return rundir.RunWriter.create(out)
+    except rundir.RunExists as exc:
         raise click.BadParameter(f"{exc}; choose another directory", param_hint="--out") from None
     except OSError as exc:
         raise click.BadParameter(f"cannot create {out}: {exc.strerror}", param_hint="--out") from None

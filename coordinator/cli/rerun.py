@@ -17,8 +17,9 @@ import click
 from coordinator.cli.launch import check_config, execute, new_run_id, services_from, typed_argv
 from coordinator.config import LaunchConfig
 from coordinator.manifest import Manifest, ManifestError, mask_argv
-from results import config_diff, store
-from results.text import grid
+from results.outputs import config_diff
+from results.outputs.text import grid
+from results.store import rundir
 
 
 def load(run_dir: Path) -> tuple[str, dict[str, Any], Manifest]:
@@ -27,7 +28,7 @@ def load(run_dir: Path) -> tuple[str, dict[str, Any], Manifest]:
     if not path.is_file():
         raise click.BadParameter(f"{run_dir} holds no run.json", param_hint="RUN_DIR")
     try:
-        meta = store.read_meta(run_dir)
+        meta = rundir.read_meta(run_dir)
         return str(meta.get("run_id", run_dir.name)), meta, Manifest.from_json(meta)
     except ValueError as exc:  # ManifestError, or run.json that is not JSON
         raise click.BadParameter(f"{path}: {exc}", param_hint="RUN_DIR") from None

@@ -24,7 +24,7 @@ from coordinator.plan import TrialPlan
 from coordinator.stack import EmbeddedStack
 from coordinator.stack.celery_workers import LOCAL_HOST
 from coordinator.stack.processes import ManagedProcess
-from results.fault_stats import FAULT_FIELDS, LOAD_FIELDS, origin_load, under_fault
+from results.figures.fault_stats import FAULT_FIELDS, LOAD_FIELDS, origin_load, under_fault
 
 APPLY_TIMEOUT_S = 15.0  # bound on waiting for a fault that is being applied
 

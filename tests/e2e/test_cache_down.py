@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 
-from results import store
+from results.store import rundir
 from tests.helpers import coordinator
 
 
@@ -20,7 +20,7 @@ def test_cache_down_sends_the_load_to_the_database_and_every_call_is_counted(
                        "--strategies", "lock-dc,naive:on_cache_error=origin", "--seconds", "6",
                        "--clients", "16", "--scale", "20000", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    trials = {t["strategy"]: t for t in store.read_trials(out).to_pylist()}
+    trials = {t["strategy"]: t for t in rundir.read_trials(out).to_pylist()}
     fail, origin = trials["lock-dc"], trials["naive:on_cache_error=origin"]
     for trial in (fail, origin):
         assert trial["fault"] == "cache:kill@3+2" and trial["complete"]
@@ -42,7 +42,7 @@ def test_cache_down_sends_the_load_to_the_database_and_every_call_is_counted(
     # restarted (empty) 2 s after the kill, at 5 s: the cache answers again and errors stop
     start_ns = next(t["start_ns"] for t in json.loads((out / "run.json").read_text())["trials"]
                     if t["strategy"] == "lock-dc")
-    rows = store.requests_dataset(out).to_table(columns=["strategy", "t_start_ns", "outcome"])
+    rows = rundir.requests_dataset(out).to_table(columns=["strategy", "t_start_ns", "outcome"])
     after = rows.filter(pc.and_(pc.equal(rows["strategy"], "lock-dc"),
                                 pc.greater(rows["t_start_ns"], start_ns + 5_500_000_000)))
     assert after.num_rows > 100

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from results import store
+from results.store import rundir
 from tests.containers.compose import Compose, HealthWatch
 from tests.containers.engine import Images, docker
 from tests.containers.stack import Launch, compose_stack, env_file
@@ -50,7 +50,7 @@ class Run(Finished):
     seconds: float
 
     def rows(self) -> Any:
-        return store.requests_dataset(self.out).to_table()
+        return rundir.requests_dataset(self.out).to_table()
 
     def text(self) -> str:
         return self.table + self.stderr + (self.out / "run.json").read_text()

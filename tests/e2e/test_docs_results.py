@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from results import analysis
+from results.outputs import report_data
 from tests.helpers import ROOT
 
 DOC = ROOT / "docs" / "results.md"
@@ -27,7 +27,7 @@ def test_examples_run_against_a_real_run(real_run: Path) -> None:
     assert set(per_expiry["strategy"]) == {"naive", "lock"}
     assert statements["is_origin"].any()
     # The documented queries agree with the report's own exact percentiles.
-    report = {r["strategy"]: r for r in analysis.load(real_run).latency}
+    report = {r["strategy"]: r for r in report_data.load(real_run).latency}
     for _, row in p99.iterrows():
         assert math.isclose(row["p99_ms"], report[row["strategy"]]["p99_ms"], rel_tol=1e-9)
         assert row["requests"] == report[row["strategy"]]["requests"]

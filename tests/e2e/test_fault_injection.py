@@ -21,7 +21,7 @@ from coordinator.dispatch import client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
 from coordinator.stack import EmbeddedStack
-from results import store
+from results.store import rundir
 
 TIMING = Timing(lead_s=1.0, warmup_s=0.5, progress_s=0.25, worker_wait_s=40, gather_grace_s=8)
 
@@ -43,7 +43,7 @@ def run(stack: EmbeddedStack, tmp_path: Path, spec: str, strategies: str,
         origin_target_ms=0.5, timing=TIMING, faults=(faults.parse(spec),),
     )
     faults.check(config.faults, config.seconds)
-    writer = store.RunWriter.create(config.out)
+    writer = rundir.RunWriter.create(config.out)
     injector = Injector(stack, config.faults, config.seconds, said.append)
     app = client_app(stack.services.broker_url)
     try:
@@ -51,7 +51,7 @@ def run(stack: EmbeddedStack, tmp_path: Path, spec: str, strategies: str,
     finally:
         app.close()
         injector.between_trials()  # leave the stack healthy for the next test
-    return store.read_trials(writer.root).to_pylist(), store.read_meta(writer.root), said
+    return rundir.read_trials(writer.root).to_pylist(), rundir.read_meta(writer.root), said
 
 
 def test_lock_store_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
@@ -115,7 +115,7 @@ def test_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
     assert meta["trials"][0]["missing_workers"] == {"w2@stampede-local": "killed by a fault"}
     assert any("restarted w2@stampede-local" in line for line in said)
     assert not second["complete"] and second["workers_lost"] == 1  # killed again in trial 2
-    rows = store.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
+    rows = rundir.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
     assert set(rows["worker"].to_pylist()) == {"w1@stampede-local"}
 
 
@@ -133,5 +133,5 @@ def test_named_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
     (naive,) = trials
     assert naive["fault"] == "worker:kill:w1@1" and naive["workers_lost"] == 1
     assert any("SIGKILL w1@stampede-local" in line for line in said), said
-    rows = store.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
+    rows = rundir.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
     assert set(rows["worker"].to_pylist()) == {"w2@stampede-local"}  # w1's rows are the lost ones

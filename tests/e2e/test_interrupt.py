@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from results import store
+from results.store import rundir
 from tests.helpers import ROOT, alive, coordinator_argv, stack_pids
 
 
@@ -74,7 +74,7 @@ def test_signal_mid_trial_stops_everything(tmp_path: Path, signum: signal.Signal
     assert set(pids) <= started
     time.sleep(1)
     assert [p for p in started if running(p)] == []
-    assert store.read_meta(out)["status"] == "incomplete"
-    trials = store.read_trials(out).to_pylist()
+    assert rundir.read_meta(out)["status"] == "incomplete"
+    trials = rundir.read_trials(out).to_pylist()
     assert [t["trial"] for t in trials] == [1] and trials[0]["requests"] > 0
-    assert store.requests_dataset(out).count_rows() >= trials[0]["requests"]
+    assert rundir.requests_dataset(out).count_rows() >= trials[0]["requests"]

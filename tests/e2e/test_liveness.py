@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pytest
 
 from model.services import Services
-from results import store
+from results.store import rundir
 from tests.conftest import start_worker
 from tests.helpers import ROOT, Finished, LineReader, alive, coordinator_argv
 
@@ -80,7 +80,7 @@ class Outcome(Finished):
         return {x["worker"]: x for x in self.meta["liveness"]["lost"]}
 
     def rows(self) -> Any:
-        return store.requests_dataset(self.out).to_table(columns=["trial", "worker", "client"])
+        return rundir.requests_dataset(self.out).to_table(columns=["trial", "worker", "client"])
 
 
 def _outcome(launch: Launch, out: Path, acted_ns: int, pids: dict[str, int]) -> Outcome:

@@ -9,8 +9,9 @@ import pyarrow.compute as pc
 import pytest
 
 from coordinator.cli import main
-from results import figures, store
-from results.schema import WRITE_OP
+from results.figures import groups
+from results.store import rundir
+from results.store.schema import WRITE_OP
 
 
 def _launch(out: Path, *args: str) -> pa.Table:
@@ -18,7 +19,7 @@ def _launch(out: Path, *args: str) -> pa.Table:
         main(["launch", "--workers", "2", "--scale", "20000", "--strategies", "naive",
               "--quiet", "--out", str(out), *args])
     assert done.value.code == 0
-    return store.requests_dataset(out).to_table()
+    return rundir.requests_dataset(out).to_table()
 
 
 def test_closed_loop_many_keys_think_time_and_invalidation(tmp_path: Path) -> None:
@@ -37,7 +38,7 @@ def test_closed_loop_many_keys_think_time_and_invalidation(tmp_path: Path) -> No
     bumps = list(zip(writes["key"].to_pylist(), writes["version_served"].to_pylist(), strict=True))
     assert len(set(bumps)) == len(bumps) and min(v for _, v in bumps) >= 1  # a version per write
     assert pc.sum(pc.equal(writes["outcome"], "error")).as_py() == 0
-    trials = store.read_trials(tmp_path / "run").to_pylist()
+    trials = rundir.read_trials(tmp_path / "run").to_pylist()
     assert trials[0]["db_calls_match"], trials[0]
     assert trials[0]["peak_origin_per_s"] >= 1
 
@@ -57,9 +58,9 @@ def test_open_loop_shop_mix_with_bypass_stages(tmp_path: Path) -> None:
     assert pc.min(behind).as_py() >= 0  # never sent before its intended instant
     lat = pc.subtract(rows["latency_ns"], behind)
     assert pc.min(lat).as_py() > 0  # latency counts from the intended instant
-    groups = figures.stage_rows(rows)
-    assert {(f["stage"], f["endpoint"]) for f in groups} == {
+    stages = groups.stage_rows(rows)
+    assert {(f["stage"], f["endpoint"]) for f in stages} == {
         (0, "product"), (0, "ranking"), (1, "product"), (1, "ranking")}
-    assert all(f["bypass_pct"] == 100 for f in groups if f["stage"] == 1)
-    trials = store.read_trials(tmp_path / "run").to_pylist()
+    assert all(f["bypass_pct"] == 100 for f in stages if f["stage"] == 1)
+    trials = rundir.read_trials(tmp_path / "run").to_pylist()
     assert trials[0]["db_calls_match"], trials[0]

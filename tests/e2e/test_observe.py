@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.observe import dashboard
 from coordinator.observe.prometheus import Prometheus, PromQLError, Targets, api, find_binary
-from results import report
+from results.outputs import html_report
 from tests.helpers import ROOT, coordinator_argv
 
 CLIENT_OPS = pa.array(["write", "invalidate", "refresh"])
@@ -132,7 +132,7 @@ def test_report_appendix_draws_every_panel(observed: dict[str, Any]) -> None:
     panels = observed["snapshot"]["panels"]
     assert panels and all(p.get("series") for p in panels), [p["panel"] for p in panels
                                                             if not p.get("series")]
-    page = report.write_report(observed["out"]).html.read_text()
+    page = html_report.write_report(observed["out"]).html.read_text()
     assert "Appendix: the Grafana dashboard" in page
     for panel in panels:
         assert panel["panel"].replace("'", "&#x27;") in page

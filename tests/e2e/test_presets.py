@@ -10,15 +10,16 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 
-from results import analysis, store
-from results.figures import stage_rows
+from results.figures.groups import stage_rows
+from results.outputs import report_data
+from results.store import rundir
 from tests.helpers import coordinator
 
 
 def launch(out: Path, *args: str) -> list[dict[str, Any]]:
     proc = coordinator("launch", "--out", str(out), "--quiet", *args, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return store.read_trials(out).to_pylist()
+    return rundir.read_trials(out).to_pylist()
 
 
 def by_strategy(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -52,7 +53,7 @@ def test_bypass_ramp_light_endpoint_p99_grows_tenfold(tmp_path: Path) -> None:
     launch(out, "--preset", "bypass-ramp", "--keys", "many:100", "--bypass", "0,100",
            "--stage-seconds", "5", "--ttl", "10", "--strategies", "naive:jitter=0.5",
            "--scale", "2000000")
-    stages = {(r["stage"], r["endpoint"]): r for r in stage_rows(store.requests_dataset(out).to_table())}
+    stages = {(r["stage"], r["endpoint"]): r for r in stage_rows(rundir.requests_dataset(out).to_table())}
     cached, bypassed = stages[(0, "product")], stages[(1, "product")]
     assert cached["hit_pct"] > 50, cached
     assert bypassed["p99_ms"] >= 10 * cached["p99_ms"], (cached, bypassed)
@@ -80,7 +81,7 @@ def aligned_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_aligned_expiries_happen_at_their_boundaries(aligned_run: Path) -> None:
-    events = store.read_expiries(aligned_run)
+    events = rundir.read_expiries(aligned_run)
     assert events is not None
     expired = events.filter(pc.and_(pc.equal(events["source"], "expired"), events["in_window"]))
     assert expired.num_rows >= 6 * 2, expired.to_pylist()  # 6 trials x 2 periods
@@ -90,7 +91,7 @@ def test_aligned_expiries_happen_at_their_boundaries(aligned_run: Path) -> None:
 
 
 def test_repeats_show_each_figure_and_their_median(aligned_run: Path) -> None:
-    trials = store.read_trials(aligned_run).to_pylist()
+    trials = rundir.read_trials(aligned_run).to_pylist()
     naive = [t for t in trials if t["strategy"] == "naive"]
     assert [t["repeat"] for t in naive] == [1, 2, 3]
     proc = coordinator("report", str(aligned_run))
@@ -103,8 +104,8 @@ def test_repeats_show_each_figure_and_their_median(aligned_run: Path) -> None:
 
 
 def test_report_draws_the_observed_expiries(aligned_run: Path) -> None:
-    data = analysis.load(aligned_run)
-    events = store.read_expiries(aligned_run)
+    data = report_data.load(aligned_run)
+    events = rundir.read_expiries(aligned_run)
     assert events is not None
     starts = {t["trial"]: t["start_ns"] for t in data.meta["trials"]}
     seconds = float(data.meta["spec"]["seconds"])
@@ -147,5 +148,5 @@ def test_libraries_each_defence_as_installed_with_its_own_cost(tmp_path: Path) -
     memcached = trials["meta-memcache"]
     assert memcached["cache_server"] == "memcached" and memcached["expiry_source"] == "server"
     assert trials["redis-py-lock"]["lock_commands"] > 0 and trials["lease"]["lock_commands"] == 0
-    commands = store.read_commands(out).to_pylist()
+    commands = rundir.read_commands(out).to_pylist()
     assert {c["kind"] for c in commands} == {"redis", "memcached"}

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from results import analysis, report
+from results.outputs import html_report, report_data
 from tests.helpers import coordinator
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -43,7 +43,7 @@ def test_report_writes_html_and_pngs(real_run: Path) -> None:
 
 
 def test_timeline_shows_the_herd_under_naive_and_few_fills_under_lock(real_run: Path) -> None:
-    data = analysis.load(real_run)
+    data = report_data.load(real_run)
     by = {t.strategy: t for t in data.timelines}
     assert by["naive"].expiries_s and by["lock"].expiries_s
     naive, lock = int(by["naive"].counts.sum()), int(by["lock"].counts.sum())
@@ -56,7 +56,7 @@ def test_report_screenshot_in_headless_chromium(real_run: Path, tmp_path: Path) 
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("chromium not installed (apt-get install -y chromium)")
-    report.write_report(real_run)
+    html_report.write_report(real_run)
     shot = tmp_path / "report.png"
     subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
                     f"--screenshot={shot}", "--window-size=1280,2400",
@@ -97,9 +97,9 @@ def test_staged_run_gets_per_stage_table_and_plot(real_run: Path, tmp_path: Path
         if "stage" in rows.column_names:
             rows = rows.drop_columns(["stage"])
         pq.write_table(rows.append_column("stage", stage), part)
-    written = report.write_report(staged)
+    written = html_report.write_report(staged)
     assert staged / "stages.png" in written.pngs
-    data = analysis.load(staged)
+    data = report_data.load(staged)
     assert {(r["strategy"], r["stage"]) for r in data.stages} == {
         (s, stage) for s in ("naive", "lock") for stage in (0, 1)}
     assert all(r["pool_wait_p99_ms"] == r["pool_wait_p99_ms"] for r in data.stages

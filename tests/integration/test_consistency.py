@@ -19,9 +19,9 @@ from coordinator.consistency import end_check, lifetime_s, written_keys
 from model.origin import ORIGIN_SQL, EndpointLoader, OriginShape, ensure_versions
 from model.services import Services, make_pool
 from model.workload import KeySet, Query, Workload, single
-from results import transport
-from results.consistency import consistency_figures
-from results.schema import WRITE_OP
+from results.figures.consistency import consistency_figures
+from results.store import transport
+from results.store.schema import WRITE_OP
 from strategies import Deps, Outcome, Probe, Strategy, StrategySpec, parse
 from strategies.commands import Commands
 from tests.helpers import trial_spec

@@ -13,7 +13,7 @@ import redis
 
 from coordinator.expiry import ExpiryListener
 from coordinator.stack.redis_server import start_redis
-from results.reports import Source
+from results.figures.expiry_reports import Source
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from model.workload import KeySet, Query, Workload, single
-from results.schema import DROPPED
+from results.store.schema import DROPPED
 from strategies import Outcome, Probe
 from tests.strategy_helpers import SleepLoader
 from worker.loop import LoopContext, Tables, open_loop

@@ -14,7 +14,9 @@ from coordinator.origin import counters
 from model.origin import ORIGIN_MARK, ORIGIN_SQL, versioned, window_for
 from model.services import Services
 from model.wire import TrialSpec
-from results import checks, metrics, table, transport
+from results.figures import checks, metrics
+from results.outputs import table
+from results.store import transport
 from tests.helpers import trial_spec
 from worker.trial import run_trial
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import redis
 
-from results import transport
+from results.store import transport
 from strategies import Deps, Probe
 from strategies.params import Expiry, OnWrite
 from strategies.twolevel import TwoLevel, TwoLevelParams

@@ -10,8 +10,8 @@ import redis
 
 from model.services import Services
 from model.wire import TrialSpec
-from results import transport
-from results.schema import WIRE_SCHEMA
+from results.store import transport
+from results.store.schema import WIRE_SCHEMA
 from tests.helpers import trial_spec
 from worker.trial import run_trial
 

@@ -8,7 +8,7 @@ import pytest
 
 from coordinator import clock
 from coordinator.defaults import Timing
-from results import table
+from results.outputs import table
 
 
 def test_offset_comes_from_the_fastest_round_trip() -> None:

@@ -15,8 +15,8 @@ import pytest
 from coordinator.cli.commands import cli, main
 from coordinator.cli.launch import config_from
 from coordinator.manifest import Manifest
-from results import config_diff
-from results.schema import MANIFEST_VERSION, SCHEMA_VERSION, TRIAL_SCHEMA
+from results.outputs import config_diff
+from results.store.schema import MANIFEST_VERSION, SCHEMA_VERSION, TRIAL_SCHEMA
 from tests.helpers import assert_bad_input, run_cli
 
 HOSTS = {"coordinator": {"hostname": "h", "cores": 2}, "workers": {"w1@h": {"hostname": "h"}}}

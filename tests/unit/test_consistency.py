@@ -1,4 +1,4 @@
-"""Consistency under writes (results.consistency) on hand-made rows: each definition pinned,
+"""Consistency under writes (results.figures.consistency) on hand-made rows: each definition pinned,
 with its edges (a read at the commit instant, errors, refreshes, no writes)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from results import consistency
-from results.schema import REFRESH_OP, REQUEST_SCHEMA, WRITE_OP
+from results.figures import consistency
+from results.store.schema import REFRESH_OP, REQUEST_SCHEMA, WRITE_OP
 
 MS = 1_000_000
 

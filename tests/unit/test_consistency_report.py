@@ -13,9 +13,9 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from bench import report_10m
-from results import analysis, plots, report, summary, table
-from results.consistency import VersionSeries
-from results.schema import TRIAL_SCHEMA, WRITE_OP
+from results.figures.consistency import VersionSeries
+from results.outputs import html_report, plots, report_data, summary, table
+from results.store.schema import TRIAL_SCHEMA, WRITE_OP
 
 BASE = {"trial": 1, "strategy": "naive", "repeat": 1, "requests": 100, "errors": 0,
         "origin_per_expiry": 1.0, "rps": 10.0, "p50_ms": 1.0, "p99_ms": 2.0, "waits": 0,
@@ -83,10 +83,10 @@ def test_report_shows_the_consistency_columns_and_the_versions_plot(tmp_path: Pa
     root = tmp_path / "run"
     report_10m.build(root, rows=4_000)
     _with_writes(root)
-    data = analysis.load(root)
+    data = report_data.load(root)
     assert [(p.strategy, p.trial, p.series.key) for p in data.versions] == [("naive", 1, "orders:0")]
     assert data.versions[0].series.stale_reads > 0 and list(data.versions[0].series.committed) == [1, 2, 3, 4]
-    written = report.write_report(root)
+    written = html_report.write_report(root)
     page = written.html.read_text()
     assert root / "versions.png" in written.pngs
     assert "Consistency under writes" in page and "stale sets proven at end" in page
@@ -95,11 +95,11 @@ def test_report_shows_the_consistency_columns_and_the_versions_plot(tmp_path: Pa
 
 
 def test_report_without_writes_has_no_consistency_section() -> None:
-    data = analysis.RunData(Path("run"), {}, [BASE, {**BASE, **WRITES, "writes": 0}], set())
-    page = "".join(report._trials_section(data, {}))
+    data = report_data.RunData(Path("run"), {}, [BASE, {**BASE, **WRITES, "writes": 0}], set())
+    page = "".join(html_report._trials_section(data, {}))
     assert "Consistency under writes" not in page and "stale reads" not in page
-    written = analysis.RunData(Path("run"), {}, [BASE, {**BASE, **WRITES}], set())
-    assert "stale reads" in "".join(report._trials_section(written, {}))
+    written = report_data.RunData(Path("run"), {}, [BASE, {**BASE, **WRITES}], set())
+    assert "stale reads" in "".join(html_report._trials_section(written, {}))
 
 
 def test_versions_of_a_run_made_before_versions_are_not_plotted(tmp_path: Path) -> None:
@@ -107,11 +107,11 @@ def test_versions_of_a_run_made_before_versions_are_not_plotted(tmp_path: Path) 
     part.mkdir(parents=True)
     pq.write_table(pa.table({"key": ["k"], "op": [WRITE_OP], "t_start_ns": [1]}), part / "p.parquet")
     dataset = ds.dataset(tmp_path / "requests", format="parquet", partitioning="hive")
-    assert analysis.version_panels(dataset, [{**BASE, **WRITES}], {1: {"start_ns": 0}}) == []
+    assert report_data.version_panels(dataset, [{**BASE, **WRITES}], {1: {"start_ns": 0}}) == []
 
 
 def test_versions_plot_is_a_png_even_without_reads() -> None:
     empty = np.array([], np.int64)
     series = VersionSeries("k", empty, empty, empty.astype(bool), np.array([5]), np.array([1]), 0, 0)
-    png = plots.version_timeline([analysis.VersionPanel(1, "naive", 1, 0, series)])
+    png = plots.version_timeline([report_data.VersionPanel(1, "naive", 1, 0, series)])
     assert png[:4] == b"\x89PNG"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from results.schema import (
+from results.store.schema import (
     COMMAND_SCHEMA,
     EXPIRY_SCHEMA,
     REQUEST_SCHEMA,

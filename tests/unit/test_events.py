@@ -1,4 +1,4 @@
-"""Expiry events and herds (results.events): pure attribution over synthetic calls and events.
+"""Expiry events and herds (results.figures.events): pure attribution over synthetic calls and events.
 
 The first test reproduces the drift seen on a real run: later expiries come one TTL
 after the previous herd's last fill, so herds slide against the window of whole TTL periods.
@@ -10,9 +10,9 @@ import math
 
 import pyarrow as pa
 
-from results import events, reports
-from results.events import EventPlan
-from results.reports import Event, Source
+from results.figures import events, expiry_reports
+from results.figures.events import EventPlan
+from results.figures.expiry_reports import Event, Source
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -122,15 +122,15 @@ def test_refresh_cycles_a_ttl_apart_are_separate_events() -> None:
 
 def test_reports_of_one_key_within_the_tolerance_are_one_event() -> None:
     observed = [Event("k", t, Source.EXPIRED) for t in (2 * S, 2 * S + 10 * MS, 2 * S + 30 * MS, 4 * S)]
-    merged = reports.merge_close(observed, 50 * MS)
+    merged = expiry_reports.merge_close(observed, 50 * MS)
     assert [e.at_ns for e in merged] == [2 * S, 4 * S]
 
 
 def test_aligned_expiries_carry_their_scheduled_boundary() -> None:
     observed = [Event("k", t, Source.EXPIRED) for t in (2 * S + 3 * MS, 4 * S + 1 * MS)]
-    marked = reports.with_schedule(observed, 2 * S, TTL, aligned=True)
+    marked = expiry_reports.with_schedule(observed, 2 * S, TTL, aligned=True)
     assert [e.scheduled_ns for e in marked] == [2 * S, 4 * S]
-    drift = reports.with_schedule(observed, 2 * S, TTL, aligned=False)
+    drift = expiry_reports.with_schedule(observed, 2 * S, TTL, aligned=False)
     assert [e.scheduled_ns for e in drift] == [2 * S, None]
 
 

@@ -18,7 +18,7 @@ from coordinator.cli.launch import config_from
 from coordinator.console import Console
 from coordinator.liveness import Health, Liveness, Loss, LossCause, LossPolicy, Roster, WorkersLost
 from coordinator.manifest import Manifest
-from results import table
+from results.outputs import table
 from tests.helpers import assert_bad_input, run_cli
 from worker.heartbeat import Heartbeat
 

@@ -7,23 +7,23 @@ import sys
 
 import pytest
 
-import results
+import results.outputs
 from coordinator.stack import redis_server
 from coordinator.stack.processes import StackError
-from results import report
+from results.outputs import html_report
 
 
 def test_report_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ModuleNotFoundError
-    monkeypatch.delitem(sys.modules, "results.plots", raising=False)
-    monkeypatch.delattr(results, "plots", raising=False)  # an earlier import left it on the package
-    with pytest.raises(report.MissingExtra) as raised:
-        report._plots()
-    assert str(raised.value) == report.PLOTS_MISSING and "stampede-lab[local]" in str(raised.value)
+    monkeypatch.delitem(sys.modules, "results.outputs.plots", raising=False)
+    monkeypatch.delattr(results.outputs, "plots", raising=False)  # an earlier import left it on the package
+    with pytest.raises(html_report.MissingExtra) as raised:
+        html_report._plots()
+    assert str(raised.value) == html_report.PLOTS_MISSING and "stampede-lab[local]" in str(raised.value)
 
 
 def test_report_with_matplotlib_gets_the_plots() -> None:
-    assert hasattr(report._plots(), "origin_timeline")
+    assert hasattr(html_report._plots(), "origin_timeline")
 
 
 def test_embedded_stack_without_a_server_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -18,7 +18,7 @@ from coordinator.config import LaunchConfig
 from coordinator.manifest import Manifest, ManifestError, mask_argv
 from coordinator.provenance import git_state
 from model.services import ENV, RedisPath, Services
-from results.schema import MANIFEST_VERSION
+from results.store.schema import MANIFEST_VERSION
 from tests.helpers import ROOT
 
 SECRET = "hunter2-Pa55"

@@ -7,8 +7,8 @@ import math
 import pyarrow as pa
 import pytest
 
-from results import metrics
-from results.schema import REQUEST_SCHEMA
+from results.figures import metrics
+from results.store.schema import REQUEST_SCHEMA
 
 
 def test_peak_inflight_counts_overlaps_only() -> None:

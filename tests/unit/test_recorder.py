@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from results.schema import WIRE_SCHEMA
+from results.store.schema import WIRE_SCHEMA
 from strategies import Outcome, Probe
 from worker.recorder import PROBE_INT64, Recorder
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from results import compare, report
+from results.outputs import compare, html_report
 from tests.helpers import assert_bad_input, run_cli
 
 
@@ -30,6 +30,6 @@ def test_report_and_compare_reject_a_directory_without_a_run(
 def test_flag_cell_marks_untrustworthy_figures() -> None:
     row = {"p50_ms": 0.01, "p99_ms": 5.0, "floor_ms": 0.05, "error_rate": 0.1,
            "db_calls_match": False, "saturated": True, "strategy": "naive"}
-    flagged = {k for k in row if report.flag_cell(row, k)}
+    flagged = {k for k in row if html_report.flag_cell(row, k)}
     assert flagged == {"p50_ms", "error_rate", "db_calls_match", "saturated"}
-    assert not report.flag_cell({"error_rate": 0.0, "saturated": None}, "error_rate")
+    assert not html_report.flag_cell({"error_rate": 0.0, "saturated": None}, "error_rate")

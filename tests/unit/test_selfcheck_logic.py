@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from model.wire import TrialSpec
-from results import checks
+from results.figures import checks
 from tests.helpers import trial_spec
 
 

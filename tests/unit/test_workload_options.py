@@ -11,8 +11,8 @@ from coordinator.cli.commands import cli, main
 from coordinator.cli.launch import config_from
 from coordinator.plan import DRAIN_MAX_S
 from coordinator.priming import first_expiry_ms
-from results import metrics
-from results.schema import DROPPED
+from results.figures import metrics
+from results.store.schema import DROPPED
 
 
 def _config(args: list[str]) -> Any:

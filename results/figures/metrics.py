@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
+from results.store.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 
@@ -95,7 +95,7 @@ def client_requests(rows: pa.Table) -> pa.Table:
 def summarise(rows: pa.Table, window: Window, floor_ms: float) -> dict[str, object]:
     """The per-trial figures of ``trials.parquet`` that come from request rows alone.
 
-    Origin calls per event come from ``results.events``; here the calls started in the window
+    Origin calls per event come from ``results.figures.events``; here the calls started in the window
     (background refreshes included) feed its per-period cross-check. Requests,
     latency, rps and outcomes count the clients' requests only (origin writes and
     ``refresh`` jobs left out). Every origin read call counts in ``origin_calls_total``, a

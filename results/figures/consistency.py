@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results import metrics
+from results.figures import metrics
 
 # The request columns these figures read (all in REQUEST_SCHEMA; the version columns are absent
 # from runs made before versions were recorded: check before reading them).

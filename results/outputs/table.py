@@ -8,16 +8,22 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from results.checks import had_losses, liveness_notes, origin_mismatch, saturation_reason, workers_cell
-from results.text import grid
+from results.figures.checks import (
+    had_losses,
+    liveness_notes,
+    origin_mismatch,
+    saturation_reason,
+    workers_cell,
+)
+from results.outputs.text import grid
 
 COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 ms", "p99 ms",
            "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "cmds/req", "peak",
            "spread ms", "db check", "generator")
-# Shown only when a trial of the run had writes (results.consistency): a run without writes has
+# Shown only when a trial of the run had writes (results.figures.consistency): a run without writes has
 # nothing to say about them, and older runs lack the columns.
 CONSISTENCY_COLUMNS = ("writes", "stale reads", "max stale ms", "stale sets")
-# Shown only when a trial missed a worker's rows or had a slow worker (results.checks).
+# Shown only when a trial missed a worker's rows or had a slow worker (results.figures.checks).
 LIVENESS_COLUMNS = ("workers",)
 
 
@@ -221,7 +227,7 @@ def _event_notes(r: Mapping[str, Any]) -> list[str]:
     return out
 
 
-# Per-stage and per-endpoint tables; their figures come from results.figures.stage_rows.
+# Per-stage and per-endpoint tables; their figures come from results.figures.groups.stage_rows.
 STAGE_COLUMNS = ("strategy", "stage", "bypass", "endpoint", "requests", "rps", "hit %", "p50 ms",
                  "p99 ms", "pool wait p99 ms", "query p99 ms", "origin calls", "errors", "late",
                  "dropped")

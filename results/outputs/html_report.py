@@ -13,8 +13,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from results import analysis, observe_appendix, table
-from results import html as h
+from results.outputs import html as h
+from results.outputs import observe_appendix, report_data, table
 
 PLOTS_MISSING = ("the report's plots need matplotlib, which this install leaves out (the worker image "
                  "does): pip install 'stampede-lab[local]'")
@@ -105,10 +105,10 @@ def flag_cell(row: Mapping[str, Any], key: str) -> bool:
 
 
 def _plots() -> ModuleType:
-    """results.plots, imported only here: matplotlib is an extra (``[local]``) the image leaves out,
+    """results.outputs.plots, imported only here: matplotlib is an extra (``[local]``) the image leaves out,
     so ``coordinator --help`` and ``launch`` work without it and ``report`` says what is missing."""
     try:
-        from results import plots  # noqa: PLC0415
+        from results.outputs import plots  # noqa: PLC0415
     except ModuleNotFoundError as exc:
         if exc.name != "matplotlib":
             raise
@@ -119,7 +119,7 @@ def _plots() -> ModuleType:
 def write_report(root: Path) -> Written:
     """Compute everything from the run directory and write report.html plus the PNGs."""
     plots = _plots()
-    data = analysis.load(root)
+    data = report_data.load(root)
     images = {"origin_timeline.png": plots.origin_timeline(data.timelines) if data.timelines else None,
               "latency_percentiles.png": plots.latency_percentiles(data.latency) if data.latency else None,
               "stages.png": plots.stage_breakdown(data.stages) if data.stages else None,
@@ -135,7 +135,7 @@ def write_report(root: Path) -> Written:
     return Written(root / "report.html", pngs)
 
 
-def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
+def _sections(data: report_data.RunData, images: Mapping[str, bytes]) -> list[str]:
     spec = data.meta.get("spec", {})
     origin = data.meta.get("origin", {})
     out = [f"<p>{html.escape(_describe(spec, origin, data.meta))}</p>",
@@ -173,7 +173,7 @@ def _sections(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
     return out + observe_appendix.sections(data.root)  # runs launched with --observe
 
 
-def _trials_section(data: analysis.RunData, images: Mapping[str, bytes]) -> list[str]:
+def _trials_section(data: report_data.RunData, images: Mapping[str, bytes]) -> list[str]:
     """The per-trial table; with the consistency columns and the versions plot when a trial of
     the run had writes (a run without writes, or made before them, shows neither)."""
     if not table.had_writes(data.trials):

@@ -121,7 +121,7 @@ TRIAL_SCHEMA = pa.schema(
         ("peak_origin_per_s", pa.int64()),  # most origin calls started in one 1-second bucket
         ("late_sends", pa.int64()),  # open loop: started more than LATE_MS after the intended instant
         ("dropped_sends", pa.int64()),  # open loop: never sent (an error row of type DroppedSend)
-        # Observed events (results.events): origin_calls / expiry_events / origin_per_expiry are
+        # Observed events (results.figures.events): origin_calls / expiry_events / origin_per_expiry are
         # over the events in the window, each herd whole; the per-period figure is a cross-check.
         ("event_kind", pa.string()),  # what an event is here: expiry, refresh cycle, or both
         ("expiry_source", pa.string()),  # server, schedule, server with gap; stamp: refresh cycles
@@ -137,7 +137,7 @@ TRIAL_SCHEMA = pa.schema(
         ("per_period_differs", pa.bool_()),  # the two figures differ by more than 10 %
         ("expiry_mode", pa.string()),  # drift (each expiry one TTL after its fill) or aligned
         ("aligned_max_ms", pa.float64()),  # largest |observed - scheduled| of the window's expiries
-        # Consistency under writes (results.consistency; 0 / NaN in a trial without writes).
+        # Consistency under writes (results.figures.consistency; 0 / NaN in a trial without writes).
         ("writes", pa.int64()),  # origin writes committed in the window
         ("stale_after_write", pa.int64()),  # reads that began after a newer version committed
         ("stale_after_write_share", pa.float64()),  # of the window's successful reads
@@ -167,7 +167,7 @@ TRIAL_SCHEMA = pa.schema(
     ]
 )
 
-# One row per event in ``expiries.parquet`` (results.events): what the cache server reported,
+# One row per event in ``expiries.parquet`` (results.figures.events): what the cache server reported,
 # or the refresh cycle a refresh replaced, with its herd.
 EXPIRY_SCHEMA = pa.schema(
     [

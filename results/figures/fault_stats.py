@@ -12,7 +12,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.metrics import client_requests, percentiles_ms
+from results.figures.metrics import client_requests, percentiles_ms
 
 FAULT_FIELDS = ("fault_requests", "fault_errors", "fault_served", "fault_origin_calls")
 # The database load under the fault (NaN when there was none to measure).

@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results import reports
-from results.reports import Event, Source
+from results.figures import expiry_reports
+from results.figures.expiry_reports import Event, Source
 
 TOLERANCE_NS = 250_000_000  # at most; a quarter of the TTL when that is shorter
 DIFFER = 0.10  # the per-period cross-check flags a trial when the two figures differ by more
@@ -255,8 +255,8 @@ def trial_events(rows: pa.Table, observed: Sequence[Event], plan: EventPlan,
                  window_calls: int) -> tuple[dict[str, Any], list[Herd]]:
     """The trial's event figures and every herd (for ``expiries.parquet``): computed once."""
     tolerance = tolerance_ns(plan.ttl_ns)
-    events = reports.with_schedule(reports.merge_close(observed, tolerance), plan.first_expiry_ns,
-                                   plan.ttl_ns, plan.aligned)
+    merged = expiry_reports.merge_close(observed, tolerance)
+    events = expiry_reports.with_schedule(merged, plan.first_expiry_ns, plan.ttl_ns, plan.aligned)
     attribution = attribute(origin_calls(rows), events, tolerance, plan.ttl_ns // 2)
     counted = in_window(attribution.herds, *plan.window)
     out = figures(counted, attribution.unattributed, window_calls, plan.periods)

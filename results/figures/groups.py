@@ -1,7 +1,7 @@
 """Figures of request rows shared by the text tables and the HTML report: latency, and per group
 (endpoint, or stage and endpoint) everything either of them shows. Computed once, here.
 
-Latency figures count the clients' requests as ``trials.parquet`` does (results.metrics.summarise):
+Latency figures count the clients' requests as ``trials.parquet`` does (results.figures.metrics.summarise):
 origin writes and background ``refresh`` jobs left out. Per-group figures leave out the
 writes only: a ``refresh`` group shows the origin calls the background made.
 """
@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results import metrics
+from results.figures import metrics
 
 # The request columns these figures read (``stage`` and ``bypass`` are absent from older runs).
 COLUMNS = ("strategy", "stage", "op", "in_window", "t_intended_ns", "t_start_ns", "latency_ns",

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
-from results.analysis import BIN_NS, Timeline, VersionPanel
+from results.outputs.report_data import BIN_NS, Timeline, VersionPanel
 
 _PERCENTILE_LABELS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"),
                       ("p999_ms", "p99.9"), ("max_ms", "max"))

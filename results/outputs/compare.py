@@ -10,8 +10,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from results import config_diff
-from results.text import grid
+from results.outputs import config_diff
+from results.outputs.text import grid
 
 FIGURES = (("origin_per_expiry", "origin/expiry", ".1f"), ("rps", "rps", ",.0f"),
            ("p50_ms", "p50 ms", ".2f"), ("p99_ms", "p99 ms", ".1f"), ("max_ms", "max ms", ".1f"),

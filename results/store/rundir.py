@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from results.schema import (
+from results.store.schema import (
     COMMAND_SCHEMA,
     EXPIRY_SCHEMA,
     MANIFEST_VERSION,

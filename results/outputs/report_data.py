@@ -17,7 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from results import consistency, event_table, figures, metrics, store
+from results.figures import consistency, groups, metrics
+from results.outputs import event_table
+from results.store import rundir
 
 BIN_NS = 100_000_000  # origin calls are counted per 100 ms
 
@@ -63,10 +65,10 @@ class RunData:
 
 def load(root: Path) -> RunData:
     """Everything the report shows, computed from raw rows and the run's recorded configuration."""
-    dataset = store.requests_dataset(root)
-    meta = store.read_meta(root)
-    trials = store.read_trials(root).to_pylist()
-    statements = store.read_statements(root)
+    dataset = rundir.requests_dataset(root)
+    meta = rundir.read_meta(root)
+    trials = rundir.read_trials(root).to_pylist()
+    statements = rundir.read_statements(root)
     data = RunData(root, meta, trials, set(dataset.schema.names),
                    statements=statements.to_pylist() if statements is not None else [])
     plans = {int(t["trial"]): t for t in meta.get("trials", [])}
@@ -83,10 +85,10 @@ def load(root: Path) -> RunData:
         floor = min((float(t["floor_ms"]) for t in trials if t["strategy"] == strategy),
                     default=float("nan"))
         window = rows.filter(rows["in_window"])
-        data.latency.append({"strategy": strategy, **figures.latency_figures(metrics.client_requests(window)),
+        data.latency.append({"strategy": strategy, **groups.latency_figures(metrics.client_requests(window)),
                              "floor_ms": floor})
         data.endpoints.extend({**g, "floor_ms": floor}
-                              for g in figures.group_figures(window, ("strategy", "op")))
+                              for g in groups.group_figures(window, ("strategy", "op")))
         data.stages.extend({**g, "floor_ms": floor} for g in _stage_rows(rows))
     if len({r["stage"] for r in data.stages}) < 2:
         data.stages = []  # one stage: the per-endpoint table says it all
@@ -117,13 +119,13 @@ def version_panels(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]],
 
 
 def stage_figures(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per strategy, stage and endpoint after warm-up (results.figures.stage_rows), one strategy's
+    """Per strategy, stage and endpoint after warm-up (results.figures.groups.stage_rows), one strategy's
     rows in memory at a time; none for runs made before stages were recorded."""
     return [g for _, rows in _rows_by_strategy(dataset, trials) for g in _stage_rows(rows)]
 
 
 def _stage_rows(rows: pa.Table) -> list[dict[str, Any]]:
-    return figures.stage_rows(rows) if "stage" in rows.column_names else []
+    return groups.stage_rows(rows) if "stage" in rows.column_names else []
 
 
 def timeline(dataset: ds.Dataset, row: Mapping[str, Any], plan: Mapping[str, Any],
@@ -160,7 +162,7 @@ def _instants(plan: Mapping[str, Any], events: Sequence[Mapping[str, Any]] | Non
 def _rows_by_strategy(dataset: ds.Dataset,
                       trials: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, pa.Table]]:
     """Per strategy, the rows of its trials, only the columns the figures read."""
-    wanted = [c for c in figures.COLUMNS if c in dataset.schema.names]
+    wanted = [c for c in groups.COLUMNS if c in dataset.schema.names]
     order: dict[str, list[int]] = {}
     for t in trials:
         order.setdefault(str(t["strategy"]), []).append(int(t["trial"]))

@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from results.schema import MANIFEST_VERSION
-from results.text import grid
+from results.outputs.text import grid
+from results.store.schema import MANIFEST_VERSION
 
 IGNORED = ("command", "rerun_of")  # differ between any two runs: how, not what, was run
 STRATEGIES = "options.strategies"

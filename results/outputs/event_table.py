@@ -1,5 +1,5 @@
 """The per-event table: every expiry event (or refresh cycle) of a run with its herd, read from
-``expiries.parquet`` (results.events computed it once), instants in seconds from each trial's
+``expiries.parquet`` (results.figures.events computed it once), instants in seconds from each trial's
 common start instant."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from results import store
-from results.text import grid
+from results.outputs.text import grid
+from results.store import rundir
 
 COLUMNS = ("trial", "strategy", "key", "at s", "scheduled s", "source", "counted", "calls",
            "duration ms", "first fill ms")
@@ -20,10 +20,10 @@ PER_TRIAL = 12  # events listed per trial; the rest are summed up in one line
 def event_rows(root: Path) -> list[dict[str, Any]]:
     """Every event of the run with ``at_s`` / ``scheduled_s`` from its trial's start; empty for
     runs made before events were observed."""
-    table = store.read_expiries(root)
+    table = rundir.read_expiries(root)
     if table is None:
         return []
-    starts = {int(t["trial"]): int(t["start_ns"]) for t in store.read_meta(root).get("trials", [])}
+    starts = {int(t["trial"]): int(t["start_ns"]) for t in rundir.read_meta(root).get("trials", [])}
     rows = []
     for event in table.to_pylist():
         start = starts.get(int(event["trial"]))

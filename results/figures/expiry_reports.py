@@ -1,4 +1,4 @@
-"""What the cache server reported, made ready for attribution (results.events): reports of one
+"""What the cache server reported, made ready for attribution (results.figures.events): reports of one
 key close together merged into one event, each marked with the scheduled instant it happened at,
 and the schedule itself standing in when the server reports nothing."""
 

@@ -8,21 +8,22 @@ from pathlib import Path
 from typing import Any
 
 from model.workload import InvalidWorkload, KeyKind, Workload
-from results import analysis, event_table, fault_table, store, table
+from results.outputs import event_table, fault_table, report_data, table
+from results.store import rundir
 
 
 def render_summary(root: Path, events: bool = False) -> str:
     """Everything printed about the run in ``root``, as one text; ``events``: with the
     per-event table (``coordinator report``)."""
-    trials = store.read_trials(root).to_pylist()
+    trials = rundir.read_trials(root).to_pylist()
     parts = [table.render(trials), *(f"note: {note}" for note in table.notes(trials))]
     if any(t.get("fault") for t in trials):
         parts.append("\n" + fault_table.render(trials))
-    load, stages = workload_tables(store.read_meta(root))
+    load, stages = workload_tables(rundir.read_meta(root))
     if load:
         parts.append("\n" + table.render_load(trials))
     if stages:
-        figures = analysis.stage_figures(store.requests_dataset(root), trials)
+        figures = report_data.stage_figures(rundir.requests_dataset(root), trials)
         parts.append("\nper stage and endpoint (after warm-up):\n" + table.render_stages(figures))
     rows = event_table.event_rows(root) if events else []
     if rows:

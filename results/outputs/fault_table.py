@@ -6,8 +6,8 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from results.fault_stats import behaviour
-from results.text import grid
+from results.figures.fault_stats import behaviour
+from results.outputs.text import grid
 
 COLUMNS = ("trial", "strategy", "fault", "at s", "complete", "requests", "errors", "served",
            "origin calls", "origin/s before", "origin/s", "pool wait p99 ms", "p99 ms",
