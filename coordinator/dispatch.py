@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,7 @@ from celery.utils import worker_direct
 
 from coordinator.connect import celery_settings
 from coordinator.liveness import Health, Liveness, Loss
-from model.wire import CELERY_SETTINGS, RUN_TRIAL
+from model.wire import BEAT, CELERY_SETTINGS, RUN_TRIAL, alive_key
 
 
 class DispatchError(RuntimeError):
@@ -107,29 +107,57 @@ class Progress:
     waiting: int
 
 
+Beats = Callable[[Sequence[str]], Mapping[str, object]]  # workers -> their latest beat
+
+
+@dataclass
+class Follow:
+    """How a trial's tasks are followed: the workers' beats (worker.heartbeat), a pump run on
+    every poll (the rows' gatherer), the counts the progress line shows."""
+
+    beats: Beats = field(default=lambda workers: {})
+    pump: Callable[[], object] = field(default=lambda: None)
+    counts: Callable[[], dict[str, int]] = field(default=dict)
+
+
 def follow(tasks: Sequence[Dispatched], deadline: float, interval_s: float,
            on_progress: Callable[[Progress], None], lost: Callable[[], set[str]] = set,
            liveness: Liveness | None = None,
-           on_lost: Callable[[Loss], None] = lambda _: None) -> Gathered:
-    """Poll progress until every task is done, or given up: a worker in ``lost()`` (a fault
-    killed it) at once, one silent past ``liveness``'s limit when that is seen (``on_lost``),
-    any other at ``deadline``. Fails only when no result arrived at all."""
+           on_lost: Callable[[Loss], None] = lambda _: None, how: Follow | None = None) -> Gathered:
+    """Poll until every task is done, or given up: a worker in ``lost()`` (a fault killed it)
+    at once, one silent past ``liveness``'s limit when that is seen (``on_lost``), any other at
+    ``deadline``. A worker's sign of life is its beat, read with its task's status. Fails only
+    when no result arrived at all."""
     live = liveness or Liveness([t.worker for t in tasks], math.inf)
+    how = how or Follow()
     while True:
+        how.pump()
         killed = lost()
+        beats = how.beats([t.worker for t in tasks])
         for t in tasks:
             if t.worker in killed:
                 live.kill(t.worker)
             elif live.watches[t.worker].health is Health.RUNNING:
                 meta = t.result.backend.get_task_meta(t.result.id)
-                live.observe(t.worker, meta["status"], meta.get("result"))
+                live.observe(t.worker, meta["status"], {BEAT: beats.get(t.worker)})
                 if (loss := live.watches[t.worker].loss) is not None:
                     on_lost(loss)
         if not live.waiting() or time.monotonic() > deadline:
             break
-        on_progress(Progress(live.counts(), live.waiting()))
+        on_progress(Progress(how.counts(), live.waiting()))
         time.sleep(interval_s)
     return _gather(tasks, live)
+
+
+def beats_on(client: redis.Redis) -> Beats:
+    """The workers' beats as their beaters set them on the broker (None: no beat, or unread)."""
+    def read(workers: Sequence[str]) -> Mapping[str, object]:
+        try:
+            values = client.mget([alive_key(w) for w in workers])
+        except (redis.RedisError, OSError):  # the broker restarting: no new sign this poll
+            return {}
+        return {w: v for w, v in zip(workers, values, strict=True) if v is not None}
+    return read
 
 
 def _gather(tasks: Sequence[Dispatched], live: Liveness) -> Gathered:

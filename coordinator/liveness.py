@@ -1,12 +1,13 @@
 """Which workers are alive: their heartbeats during a trial, a ping between trials (pure).
 
-Each trial task sends a heartbeat every ``progress_interval_s`` (``worker.heartbeat``) from its
-receipt until it returns. A worker whose task shows no new beat for longer than the silence
-limit (``--worker-silence``) is **lost** at that moment, not at the trial's end; one that fell
-silent for more than half the limit and came back is **slow** (alive, but late: saturated, or
-paused for a while). Between trials every worker must answer a ping within the limit. A lost
-worker gets no share in later trials; ``--on-worker-loss`` says whether the run goes on with
-the survivors (clients re-split) or stops.
+Each worker beats from a process of its own (``worker.heartbeat``: outside the GIL its client
+threads hold), a new number every quarter second while the worker runs and is not stopped. A
+worker whose task shows no new sign (status or beat) for longer than the silence limit
+(``--worker-silence``) is **lost** at that moment, not at the trial's end; one that fell silent
+for more than half the limit and came back is **slow** (alive, but late: paused for a while).
+Between trials every worker must answer a ping within the limit. A lost worker gets no share in
+later trials; ``--on-worker-loss`` says whether the run goes on with the survivors (clients re-
+split) or stops.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from typing import Any
 from model.wire import BEAT
 
 SLOW_SHARE = 0.5  # silent for more than this share of the limit, then heard again: slow
-COUNTS = ("requests", "origin_calls", "errors")
 READY_OK, READY_FAILED = frozenset({"SUCCESS"}), frozenset({"FAILURE", "REVOKED"})
 
 
@@ -77,7 +77,6 @@ class Watch:
     heard: float  # monotonic; the dispatch until the first sign
     sign: tuple[str, Any] = ("PENDING", None)
     longest_s: float = 0.0  # the longest silence between two signs
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTS, 0))
     health: Health = Health.RUNNING
     loss: Loss | None = None
 
@@ -101,8 +100,6 @@ class Liveness:
         if sign != watch.sign or status in READY_OK | READY_FAILED:
             watch.longest_s = max(watch.longest_s, now - watch.heard)
             watch.heard, watch.sign = now, sign
-            if status == "PROGRESS" and isinstance(info, Mapping):
-                watch.counts = {k: int(info.get(k, 0)) for k in COUNTS}
         elif now - watch.heard > self.silence_s:
             watch.health = Health.LOST
             watch.loss = Loss(worker, LossCause.SILENT, self.trial, now - watch.heard,
@@ -118,10 +115,6 @@ class Liveness:
         """Our fault injector killed it: given up at once, not lost."""
         if self.watches[worker].health is Health.RUNNING:
             self.watches[worker].health = Health.KILLED
-
-    def counts(self) -> dict[str, int]:
-        """The trial's counts so far: each task's last report, kept once it is done."""
-        return {k: sum(w.counts[k] for w in self.watches.values()) for k in COUNTS}
 
     def waiting(self) -> int:
         return sum(w.health is Health.RUNNING for w in self.watches.values())

@@ -8,20 +8,22 @@ from typing import Any
 
 import orjson
 import pyarrow as pa
-import pyarrow.compute as pc
 from celery import Celery
 
 from coordinator import dispatch
 from coordinator.caches import CommandCounts, RunCaches
 from coordinator.config import LaunchConfig
+from coordinator.connect import redis_from_url
 from coordinator.consistency import servers_check, written_keys
 from coordinator.console import Console
 from coordinator.faults.injector import FaultReport, TrialHooks, fault_columns
+from coordinator.gather import RowGatherer
 from coordinator.liveness import Liveness, Loss
 from coordinator.observe.board import BOARD
 from coordinator.origin import counters
 from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
+from coordinator.trial_rows import TrialRows, align, window_of
 from model.origin import MARKS, OriginShape
 from model.services import COORDINATOR_APP, Services, make_pool, redis_client
 from model.wire import TrialResult, TrialSpec
@@ -29,15 +31,9 @@ from results.figures import checks, events, expiry_reports, metrics
 from results.figures.consistency import consistency_figures
 from results.store import transport
 from results.store.rundir import RunWriter
-from results.store.schema import REQUEST_SCHEMA, WIRE_SCHEMA
 from strategies.base import CacheServer
 
-_ALIGN = ("t_intended_ns", "t_start_ns", "origin_start_ns", "set_ns", "commit_ns")
-_ZERO_IS_NONE = frozenset(_ALIGN[2:])  # 0 means "none" (no origin call, no set, no commit)
-
-
-def window_of(plan: TrialPlan) -> metrics.Window:
-    return metrics.Window(plan.window_start_ns, plan.window_end_ns)
+SETTLE_S = 5.0  # after the tasks: how long the last batches and end markers may take to arrive
 
 
 class TrialRunner:
@@ -52,6 +48,7 @@ class TrialRunner:
         self.span_s, self.products = span_s, products
         self.caches = RunCaches(services, {s.cache_server for s in config.strategies})
         self.locks = redis_client(services.lock_url, 4, retries=3)
+        self.broker = redis_from_url(services.broker_url, socket_timeout=5)
         self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
         self.primer = Primer(config.workload, self.caches, self.locks, self.pool,
                              OriginShape(span_s, products))
@@ -74,6 +71,7 @@ class TrialRunner:
         self.caches.close()
         self.pool.close()
         self.locks.close()
+        self.broker.close()
 
     def run(self, plan: TrialPlan, of: int, workers: Sequence[str] | None = None) -> dict[str, Any]:
         """Run ``plan`` on ``workers`` (default: all of the run's), one share each."""
@@ -84,7 +82,8 @@ class TrialRunner:
         db_before = counters.origin_db_calls(self.services.origin_dsn)
         statements_before = counters.statement_snapshot(self.services.origin_dsn)
         commands = CommandCounts(self.caches, plan.strategy.cache_server, self.locks, plan.start_ns)
-        gathered, report = self._follow(plan, label, workers)
+        gatherer = self._gatherer(plan, workers)
+        gathered, report = self._follow(plan, label, workers, gatherer)
         db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
         commands.finish()
         statements = checks.statement_rows(
@@ -93,17 +92,22 @@ class TrialRunner:
         self.last_lost = gathered.lost
         present = [(w, TrialResult.from_json(r))
                    for w, r in zip(workers, gathered.results, strict=True) if r]
-        rows = self._gather_rows(plan, present)
-        self.writer.write_requests(plan.trial, rows)
+        self._settle(gatherer, present)
         results = [r for _, r in present]
-        summary = self._summarise(plan, rows, results, db_calls, len(workers))
-        summary.update(self._events(plan, rows, summary["window_origin_calls"]))
+        rows = TrialRows(self.writer.root, plan.trial)
+        floor_ms = min(r.floor_p5_ns for r in results) / 1e6
+        scanned = metrics.scan_trial(rows.source(), window_of(plan), floor_ms)
+        summary = self._summarise(plan, scanned, db_calls, len(workers))
+        summary.update(self._events(plan, scanned.called, summary["window_origin_calls"]))
         summary.update(checks.generator_figures(results))
-        summary.update(fault_columns(report, plan.start_ns, rows, len(gathered.missing)))
+        span = report.window or (plan.start_ns, plan.start_ns)
+        summary.update(fault_columns(report, plan.start_ns, rows.between(plan.start_ns, span[1]),
+                                     len(gathered.missing)))
         summary.update(liveness_columns(gathered))
+        summary.update(delivery_columns(gatherer, present))
         summary["db_time_ms"] = sum(s["total_ms"] for s in statements)
         summary.update(self._consistency(plan, rows))
-        summary.update(commands.columns(metrics.client_requests(rows).num_rows))
+        summary.update(commands.columns(scanned.client_requests))
         self.writer.add_commands(commands.rows(self.writer.root.name, plan.trial))
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
@@ -129,8 +133,32 @@ class TrialRunner:
                 "faults_applied": [{"fault": a.fault.label, "at_ns": a.at_ns, "detail": a.detail,
                                     "error": a.error} for a in report.applied]}
 
-    def _follow(self, plan: TrialPlan, label: str,
-                workers: Sequence[str]) -> tuple[dispatch.Gathered, FaultReport]:
+    def _gatherer(self, plan: TrialPlan, workers: Sequence[str]) -> RowGatherer:
+        """Where the trial's rows go as they arrive: from its stream into its partition."""
+        run_id = self.writer.root.name
+        by_index = {share.index: worker for share, worker in zip(plan.shares, workers, strict=True)}
+
+        def aligned(worker: str, wire: pa.Table) -> pa.Table:
+            return align(plan, run_id, worker, self.offsets[worker]["offset_ns"], wire)
+
+        key = transport.rows_key(run_id, plan.trial)
+        self.broker.delete(key)  # a stream of an earlier run of this directory name: not ours
+        return RowGatherer(self.broker, key, by_index, aligned, self.writer.trial_parts(plan.trial))
+
+    def _settle(self, gatherer: RowGatherer, present: Sequence[tuple[str, TrialResult]]) -> None:
+        """After the tasks: take the last batches and end markers (bounded), then close."""
+        deadline = time.monotonic() + SETTLE_S
+        while True:
+            gatherer.poll()
+            waiting = [w for w, r in present if len(gatherer.sent[w].seqs) < r.batches]
+            if not waiting or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        incomplete = any(not gatherer.complete(w) for w in gatherer.sent)
+        gatherer.close(keep_stream=incomplete)
+
+    def _follow(self, plan: TrialPlan, label: str, workers: Sequence[str],
+                gatherer: RowGatherer) -> tuple[dispatch.Gathered, FaultReport]:
         """Send each worker its share, arm the faults, follow the heartbeats until every result
         is in or given up (a worker silent for ``worker_silence_s`` is lost at once)."""
         tasks = dispatch.send_trial(self.app, self._assignments(plan, workers))
@@ -147,6 +175,8 @@ class TrialRunner:
                 lost=self.hooks.lost, liveness=live,
                 on_lost=lambda loss: self.console.say(
                     f"{label}: worker {loss.worker} lost: {loss.describe()}"),
+                how=dispatch.Follow(dispatch.beats_on(self.broker), gatherer.poll,
+                                    gatherer.counts),
             )
         finally:
             dispatch.release(tasks)
@@ -161,7 +191,7 @@ class TrialRunner:
             self.console.say(f"{label}: worker {worker} slow: silent up to {longest:.1f} s "
                              f"(limit {self.config.timing.worker_silence_s:g} s), not lost")
 
-    def _events(self, plan: TrialPlan, rows: pa.Table, window_calls: int) -> dict[str, Any]:
+    def _events(self, plan: TrialPlan, called: pa.Table, window_calls: int) -> dict[str, Any]:
         """Observed events and their herds: the headline figure, and ``expiries.parquet``."""
         ttl_ns = plan.ttl_ms * 1_000_000
         kind = plan.strategy.cache_server
@@ -174,7 +204,7 @@ class TrialRunner:
         event_plan = events.EventPlan((plan.window_start_ns, plan.window_end_ns),
                                       plan.first_expiry_ns, ttl_ns, plan.period_events,
                                       self.config.expiry is ExpiryMode.ALIGNED)
-        figures, herds = events.trial_events(rows, observed, event_plan, window_calls)
+        figures, herds = events.trial_events(called, observed, event_plan, window_calls)
         context = {"run_id": self.writer.root.name, "trial": plan.trial,
                    "strategy": plan.strategy.label, "repeat": plan.repeat}
         self.writer.add_expiries(events.event_rows(herds, event_plan.window, context))
@@ -190,16 +220,16 @@ class TrialRunner:
         return {**figures, "expiry_source": stamped(source, figures["event_kind"]),
                 "expiry_mode": self.config.expiry.value}
 
-    def _consistency(self, plan: TrialPlan, rows: pa.Table) -> dict[str, Any]:
+    def _consistency(self, plan: TrialPlan, rows: TrialRows) -> dict[str, Any]:
         """Stale reads and sets from the rows, and the servers' own word on the written keys."""
         kind = plan.strategy.cache_server
         check = servers_check(plan.strategy, self.config.workload.endpoints,
                               lambda ep: self.primer.deps(ep, kind),
                               lambda key: self.caches.ttl_left_ms(kind, key),
-                              self.services.origin_dsn, written_keys(rows))
+                              self.services.origin_dsn, written_keys(rows.writes()))
         for line in check.detail:
             self.console.say(f"trial {plan.trial} {plan.strategy.label}: {line}")
-        return {**consistency_figures(rows), **check.columns()}
+        return {**consistency_figures(rows.source()), **check.columns()}
 
     def _prime(self, plan: TrialPlan) -> None:
         """Clear what the last trial left, then store each key to expire at the first expiry."""
@@ -246,39 +276,11 @@ class TrialRunner:
                 f"origin {c['origin_calls']:,}  errors {c['errors']:,}")
         return line + (f"  (ended; waiting for {p.waiting} worker(s))" if elapsed > seconds else "")
 
-    def _gather_rows(self, plan: TrialPlan,
-                     results: Sequence[tuple[str, TrialResult]]) -> pa.Table:
-        tables = []
-        for worker, result in results:
-            wire = transport.decode(result.rows) if result.rows else WIRE_SCHEMA.empty_table()
-            tables.append(self._contextualise(plan, worker, wire))
-        return pa.concat_tables(tables)
-
-    def _contextualise(self, plan: TrialPlan, worker: str, wire: pa.Table) -> pa.Table:
-        """Add run/trial columns, move times onto our clock, mark the measurement window."""
-        offset = self.offsets[worker]["offset_ns"]
-        for name in _ALIGN:
-            column = pc.subtract(wire[name], offset)
-            if name in _ZERO_IS_NONE:  # keep 0 as 0
-                column = pc.if_else(pc.equal(wire[name], 0), 0, column)
-            wire = wire.set_column(wire.schema.get_field_index(name), name, column)
-        n = wire.num_rows
-        constants = {"run_id": self.writer.root.name, "trial": plan.trial,
-                     "strategy": plan.strategy.label, "repeat": plan.repeat, "worker": worker}
-        for name, value in constants.items():
-            wire = wire.append_column(REQUEST_SCHEMA.field(name), pa.array([value] * n,
-                                      REQUEST_SCHEMA.field(name).type))
-        wire = wire.append_column("in_window",
-                                  metrics.in_window(wire["t_start_ns"], window_of(plan)))
-        return wire.select(REQUEST_SCHEMA.names).cast(REQUEST_SCHEMA)
-
-    def _summarise(self, plan: TrialPlan, rows: pa.Table, results: Sequence[TrialResult],
-                   db_calls: int, workers: int) -> dict[str, Any]:
+    def _summarise(self, plan: TrialPlan, scanned: metrics.Scanned, db_calls: int,
+                   workers: int) -> dict[str, Any]:
         window = window_of(plan)
-        floor_ms = min(r.floor_p5_ns for r in results) / 1e6
-        figures = metrics.summarise(rows, window, floor_ms)
-        firsts = rows.group_by("worker").aggregate([("t_start_ns", "min")])["t_start_ns_min"]
-        firsts = [f for f in firsts.to_pylist() if f is not None]
+        figures = scanned.figures
+        firsts = list(scanned.first_start_ns.values())
         return {
             "run_id": self.writer.root.name, "trial": plan.trial, "strategy": plan.strategy.label,
             "params": orjson.dumps(dict(plan.strategy.params)).decode(), "repeat": plan.repeat,
@@ -304,6 +306,19 @@ def liveness_columns(gathered: dispatch.Gathered) -> dict[str, Any]:
     return {"lost_workers": "; ".join(f"{w}: {why}" for w, why in gathered.missing.items()),
             "slow_workers": "; ".join(f"{w}: silent up to {s:.1f} s"
                                       for w, s in gathered.slow.items())}
+
+
+def delivery_columns(gatherer: RowGatherer,
+                     present: Sequence[tuple[str, TrialResult]]) -> dict[str, Any]:
+    """What reached Parquet of what the workers sent: batches that never came, batches delivered
+    twice (written once), rows the workers dropped when the coordinator fell behind."""
+    expected = {w: r.batches for w, r in present}
+    missing = {w: sent.missing(expected.get(w)) for w, sent in gatherer.sent.items()}
+    return {"batches_missing": sum(len(m) for m in missing.values()),
+            "batches_duplicated": sum(s.duplicates for s in gatherer.sent.values()),
+            "rows_dropped": sum(r.dropped_rows for _, r in present),
+            "calls_dropped": sum(r.dropped_calls for _, r in present),
+            "rows_written": gatherer.parts.rows}
 
 
 def _db_word(summary: dict[str, Any]) -> str:

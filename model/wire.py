@@ -19,9 +19,15 @@ RUN_TRIAL = "stampede.run_trial"
 CLOCK = "stampede.clock"
 BASELINE = "stampede.baseline"
 HOST_FACTS = "stampede.host_facts"  # the worker host's cores, memory, kernel (model.hostfacts)
-# The key of the heartbeat number in a running trial task's PROGRESS meta (worker.heartbeat):
-# a new number is a sign of life, its absence for --worker-silence a lost worker.
+# The key of the heartbeat number in the liveness readings (coordinator.liveness): a new
+# number is a sign of life, its absence for --worker-silence a lost worker.
 BEAT = "beat"
+
+
+def alive_key(node: str) -> str:
+    """Where a worker's beater (worker.heartbeat, a process of its own) sets its beat number,
+    on the broker's Redis: ``"<number> <wall clock ns>"``."""
+    return f"stampede:alive:{node}"
 # Settings of the Celery app on both sides: JSON only, no other serializer accepted.
 CELERY_SETTINGS: dict[str, Any] = {
     "task_serializer": "json",
@@ -75,6 +81,7 @@ class TrialSpec:
     workers: int = 1  # workers in the trial: an open loop's total rate is split over them
     products: int = 0  # rows in the products table (endpoints of experiment 003)
     expiry_grid_ns: int = 0  # --expiry aligned: the first scheduled expiry (coordinator clock); 0: drift
+    ship_interval_s: float = 1.0  # how often the rows leave for the trial's stream (worker.shipper)
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -124,6 +131,7 @@ class TrialSpec:
         _in_range("end_ns - start_ns", self.end_ns - self.start_ns, 1, HOUR_NS)
         _in_range("origin_span_s", self.origin_span_s, 1e-3, 365 * 86400)
         _in_range("progress_interval_s", self.progress_interval_s, 0.01, 60)
+        _in_range("ship_interval_s", self.ship_interval_s, 0.01, 60)
         if self.redis_max_connections is not None:
             _in_range("redis_max_connections", self.redis_max_connections, 1, 100_000)
         if self.redis_client not in {p.value for p in RedisPath}:
@@ -152,6 +160,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "workload": (dict,),
     "origin_span_s": (int, float),
     "progress_interval_s": (int, float),
+    "ship_interval_s": (int, float),
 }
 
 
@@ -176,12 +185,16 @@ _RESULT_TYPES: dict[str, tuple[type, ...]] = {"str": (str,), "int": (int,), "flo
 
 @dataclass(frozen=True)
 class TrialResult:
-    """One worker's reply: its rows (zstd Arrow IPC, base64) and what it measured of itself."""
+    """One worker's reply: what it sent of its rows (the rows themselves went to the trial's
+    stream on the broker as the trial ran) and what it measured of itself."""
 
     worker: str  # host:pid
     worker_index: int
-    rows: str  # results.store.transport encoding; "" when the worker recorded no row
-    requests: int
+    batches: int  # row batches it sent to the trial's stream (worker.shipper), numbered from 0
+    requests: int  # rows in them
+    origin_calls: int  # origin calls in them
+    dropped_rows: int  # rows it could not send (the coordinator fell behind): counted, not sent
+    dropped_calls: int  # origin calls among those
     release_late_ns: int  # first request after the common start instant (this host's clock)
     floor_p5_ns: int  # cache round trip, 5th percentile of sequential GETs: the physical floor
     floor_median_ns: int

@@ -7,12 +7,13 @@ does not import this module: it sends tasks by the names in ``model.wire``.
 from __future__ import annotations
 
 import os
+import subprocess
 
 from celery import Celery
 from celery.signals import celeryd_after_setup, worker_ready, worker_shutdown
 
 from model.wire import CELERY_SETTINGS
-from worker import health, metrics
+from worker import heartbeat, metrics
 
 
 def make_app(broker_url: str) -> Celery:
@@ -32,12 +33,20 @@ def _serve_metrics(sender: str, **_: object) -> None:
     metrics.serve_from_env(sender)
 
 
+_beater: list[subprocess.Popen[bytes]] = []
+
+
 @worker_ready.connect  # type: ignore[untyped-decorator]
-def _start_health_beat(**_: object) -> None:
-    """``STAMPEDE_HEALTH_FILE`` set: beat it every second for the healthcheck (worker/health.py)."""
-    health.start_from_env()
+def _start_beater(sender: object = None, **_: object) -> None:
+    """The worker's beat, from a process of its own (worker.heartbeat): the liveness the
+    coordinator reads, and the health file the container's probe reads (worker.health)."""
+    node = str(getattr(sender, "hostname", "") or app.conf.get("worker_name") or os.getpid())
+    _beater.append(heartbeat.start(node, app.conf.broker_url))
 
 
 @worker_shutdown.connect  # type: ignore[untyped-decorator]
-def _stop_health_beat(**_: object) -> None:
-    health.stop()
+def _stop_beater(**_: object) -> None:
+    """A shutting-down worker stops beating at once (its probe then fails, as before)."""
+    for proc in _beater:
+        proc.terminate()
+        proc.wait(5)

@@ -3,53 +3,25 @@
 ``celery inspect ping`` cannot serve as the container healthcheck: the solo pool handles control
 messages on the same thread that runs the task, so during a trial it answers "No nodes replied"
 (rc 69) and a run longer than interval x retries marks every worker unhealthy (NotReady in k8s).
-Instead, once the worker is ready, a daemon thread touches ``STAMPEDE_HEALTH_FILE`` every second,
-and ``python -m worker.health`` (the compose healthcheck, the k8s probe) succeeds while that file
-is younger than ``STAMPEDE_HEALTH_MAX_AGE`` seconds. The beat stops when Celery shuts the worker
-down, so a stopping or frozen worker turns unhealthy, and a dead one takes its container with it.
-This module imports nothing heavy: the probe runs every few seconds in each container.
+Instead, once the worker is ready, its beater process (worker.heartbeat, outside the worker's
+GIL) touches ``STAMPEDE_HEALTH_FILE`` every quarter second while the worker runs, and ``python -m
+worker.health`` (the compose healthcheck, the k8s probe) succeeds while that file is younger than
+``STAMPEDE_HEALTH_MAX_AGE`` seconds. The beat stops when Celery shuts the worker down or the
+worker is stopped, so a stopping or frozen worker turns unhealthy, and a dead one takes its
+container with it. This module imports nothing heavy: the probe runs every few seconds in each
+container.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 
 FILE_ENV = "STAMPEDE_HEALTH_FILE"
 MAX_AGE_ENV = "STAMPEDE_HEALTH_MAX_AGE"
 DEFAULT_MAX_AGE_S = 10.0
-BEAT_S = 1.0
-
-_stop = threading.Event()
-
-
-def _beat(path: Path) -> None:
-    """Touch ``path`` every second until the worker shuts down; an OSError ends the beat loudly."""
-    while not _stop.is_set():
-        path.touch()
-        _stop.wait(BEAT_S)
-
-
-def start_from_env() -> threading.Thread | None:
-    """Start the beat when ``STAMPEDE_HEALTH_FILE`` is set (the image sets it); else do nothing."""
-    name = os.environ.get(FILE_ENV)
-    if not name:
-        return None
-    path = Path(name)
-    path.touch()  # fails here, in the worker's log, if the directory is not writable
-    _stop.clear()
-    thread = threading.Thread(target=_beat, args=(path,), name="health-beat", daemon=True)
-    thread.start()
-    return thread
-
-
-def stop() -> None:
-    """End the beat (worker shutdown): the probe fails once the file is older than the max age."""
-    _stop.set()
-
 
 def check(path: Path, max_age_s: float, now: float | None = None) -> str | None:
     """None when the beat is fresh, else why the worker is not healthy (one line)."""

@@ -1,10 +1,11 @@
-"""Prometheus metrics of one worker process, folded from the trial's rows at scrape time.
+"""Prometheus metrics of one worker process, folded from the trial's rows as they are shipped.
 
-The client threads never touch a metric: each scrape reads the rows every ``Recorder`` appended
-since the last scrape (whole packed records: a row is appended in one step) and adds them to
-cumulative counters and histogram buckets. So the live figures come from the same rows as
-Parquet, and the hot loop is the same with metrics on or off. Off unless ``STAMPEDE_METRICS_PORT``
-is set (the embedded stack sets it only with ``--observe`` or ``--metrics-port``).
+The client threads never touch a metric: each batch the shipper drains from the recorders
+(worker.shipper, about every second) is added to cumulative counters and histogram buckets
+before it leaves for Parquet. So the live figures come from the same rows as Parquet, at most
+one shipping interval behind, and the hot loop is the same with metrics on or off. Off unless
+``STAMPEDE_METRICS_PORT`` is set (the embedded stack sets it only with ``--observe`` or
+``--metrics-port``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -24,7 +25,6 @@ from prometheus_client.registry import Collector
 from model.services import METRICS_ADDR_ENV, METRICS_PORT_ENV
 from model.wire import TrialSpec
 from results.store.schema import OUTCOMES, REFRESH_OP, WRITE_OP
-from worker.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -46,12 +46,10 @@ class PoolStats(Protocol):
 
 @dataclass
 class TrialFeed:
-    """One trial's recorders on this worker and what has been folded from them so far."""
+    """What has been folded of one trial's rows on this worker so far."""
 
     labels: tuple[str, str, str, str]  # run_id, trial, worker, strategy
     ops: list[str]
-    recorders: list[Recorder] = field(default_factory=list)
-    cursors: list[int] = field(default_factory=list)
     pool: PoolStats | None = None
     requests: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [op, outcome]
     latency: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # [op, bucket]
@@ -60,7 +58,7 @@ class TrialFeed:
     stale_age: np.ndarray = field(default_factory=lambda: np.zeros(len(_AGE_EDGES) + 1, np.int64))
     sums: dict[str, float] = field(default_factory=dict)  # seconds totals and plain counts
     errors: dict[str, int] = field(default_factory=dict)
-    peak_inflight: int = 0  # since the last scrape
+    peak_inflight: int = 0  # among the rows folded since the last scrape
 
     def __post_init__(self) -> None:
         n = len(self.ops)
@@ -69,18 +67,8 @@ class TrialFeed:
         self.latency_sum = np.zeros(n, np.float64)
         self.origin_calls = np.zeros(n, np.int64)
 
-    def fold(self) -> None:
-        """Add the rows appended since the last fold (called under the collector's lock)."""
-        self.peak_inflight = 0
-        for i, rec in enumerate(self.recorders):
-            start = self.cursors[i]
-            end = len(rec)  # whole rows only: a row is appended in one step
-            if end > start:
-                self._add(rec, start, end)
-                self.cursors[i] = end
-
-    def _add(self, rec: Recorder, start: int, end: int) -> None:
-        col = rec.rows(start, end)
+    def add(self, col: np.ndarray, names: dict[int, str]) -> None:
+        """Fold drained rows (``Recorder.drain``; ``names``: their error codes' texts)."""
         ops, n_ops = col["op_code"].astype(np.int64), len(self.ops)
         self.requests += np.bincount(ops * len(OUTCOMES) + col["outcome"],
                                      minlength=self.requests.size).reshape(self.requests.shape)
@@ -100,7 +88,7 @@ class TrialFeed:
         self._add_sum("lock_waits", float(np.count_nonzero(lock_wait)))
         self._add_sum("pool_wait_seconds", float(col["pool_wait_ns"].sum()) / 1e9)
         self._add_sum("origin_seconds", float(col["origin_ns"].sum()) / 1e9)
-        self._fold_errors(rec, col["error_code"])
+        self._fold_errors(names, col["error_code"])
         self.peak_inflight = max(self.peak_inflight,
                                  peak_overlap(col["origin_start_ns"][called > 0],
                                               col["origin_ns"][called > 0]))
@@ -108,19 +96,17 @@ class TrialFeed:
     def _add_sum(self, name: str, value: float) -> None:
         self.sums[name] = self.sums.get(name, 0.0) + value
 
-    def _fold_errors(self, rec: Recorder, codes: np.ndarray) -> None:
+    def _fold_errors(self, names: dict[int, str], codes: np.ndarray) -> None:
         codes = codes[codes >= 0]
         if not codes.size:
             return
-        names = rec.error_names()
         for code, count in zip(*np.unique(codes, return_counts=True), strict=True):
             name = names.get(int(code), "unknown")
             self.errors[name] = self.errors.get(name, 0) + int(count)
 
     def release(self) -> None:
-        """The trial is over: fold the last rows, then let the recorders go."""
-        self.fold()
-        self.recorders, self.cursors, self.pool = [], [], None
+        """The trial is over: its pool is closed (its counters stay exported)."""
+        self.pool = None
 
 
 def peak_overlap(starts: np.ndarray, durations: np.ndarray) -> int:
@@ -142,9 +128,8 @@ class WorkerCollector(Collector):
         self._lock = threading.Lock()
         self._feeds: dict[tuple[str, int], TrialFeed] = {}
 
-    def watch(self, spec: TrialSpec, ops: Sequence[str], recorders: Iterable[Recorder],
-              pool: PoolStats | None = None) -> None:
-        """Follow ``recorders`` as rows of ``spec``'s trial (called before the clients start)."""
+    def watch(self, spec: TrialSpec, ops: Sequence[str], pool: PoolStats | None = None) -> None:
+        """Export ``spec``'s trial (called before the clients start)."""
         if not self.enabled:
             return
         key = (spec.run_id, spec.trial)
@@ -154,10 +139,20 @@ class WorkerCollector(Collector):
                 labels = (spec.run_id, str(spec.trial), self.worker, spec.strategy_spec().label)
                 feed = self._feeds[key] = TrialFeed(labels, list(ops))
                 self._forget_old()
-            for rec in recorders:
-                feed.recorders.append(rec)
-                feed.cursors.append(0)
             feed.pool = pool or feed.pool
+
+    def folder(self, spec: TrialSpec) -> Callable[[np.ndarray, dict[int, str]], None] | None:
+        """What the shipper calls with each drain of ``spec``'s rows (None: metrics off)."""
+        if not self.enabled:
+            return None
+        key = (spec.run_id, spec.trial)
+
+        def fold(col: np.ndarray, names: dict[int, str]) -> None:
+            with self._lock:
+                feed = self._feeds.get(key)
+                if feed is not None:
+                    feed.add(col, names)
+        return fold
 
     def finish(self, spec: TrialSpec) -> None:
         with self._lock:
@@ -171,9 +166,9 @@ class WorkerCollector(Collector):
 
     def collect(self) -> Iterator[Any]:
         with self._lock:
-            for feed in self._feeds.values():
-                feed.fold()
             yield from families(list(self._feeds.values()))
+            for feed in self._feeds.values():
+                feed.peak_inflight = 0  # the gauge is per scrape
 
 
 def families(feeds: Sequence[TrialFeed]) -> Iterator[Any]:

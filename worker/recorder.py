@@ -37,7 +37,7 @@ _INT64 = ("t_start_ns", "latency_ns", *PROBE_INT64, "commit_ns")  # int64 wire c
 class Recorder:
     """Appends one request's measurements as a packed record; strings are interned as codes."""
 
-    __slots__ = ("_errors", "_rows", "client", "errors", "keys", "ops", "origin_calls")
+    __slots__ = ("_drained", "_errors", "_rows", "client", "errors", "keys", "ops", "origin_calls")
 
     def __init__(self, client: int, keys: Sequence[str] | pa.Array,
                  ops: Sequence[str] = ("get",)) -> None:
@@ -45,12 +45,14 @@ class Recorder:
         self.keys = keys  # a shared Arrow array: one copy of a large key set per worker
         self.ops = ops
         self._rows = bytearray()
+        self._drained = 0  # rows handed out by ``drain`` (no longer held here)
         self._errors: dict[str, int] = {}
         self.origin_calls = 0
         self.errors = 0
 
     def __len__(self) -> int:
-        return len(self._rows) // ROW.size
+        """Rows recorded so far, drained ones included."""
+        return self._drained + len(self._rows) // ROW.size
 
     def add(self, key_code: int, t_start_ns: int, latency_ns: int, outcome: Outcome,
             probe: Probe, error: str | None, t_intended_ns: int = -1, op: int = 0,
@@ -70,19 +72,32 @@ class Recorder:
             self.errors += 1
 
     def rows(self, start: int = 0, end: int | None = None) -> np.ndarray:
-        """A copy of rows ``start`` to ``end`` (default: all so far) as a numpy record array
-        with the fields of ``FIELDS``; safe while a client thread appends."""
+        """A copy of the held rows ``start`` to ``end`` (default: all held) as a numpy record
+        array with the fields of ``FIELDS``; safe while a client thread appends."""
         size = ROW.size
-        stop = len(self) if end is None else min(end, len(self))
+        held = len(self._rows) // size
+        stop = held if end is None else min(end, held)
         return np.frombuffer(self._rows[start * size:max(start, stop) * size], ROW_DTYPE)
+
+    def drain(self) -> np.ndarray:
+        """The rows recorded since the last drain, no longer held here (the shipper's: one
+        consumer). Safe while a client thread appends: a copy of whole rows is taken and only
+        that prefix is deleted, each in one step under the GIL."""
+        size = ROW.size
+        end = len(self._rows) // size * size
+        data = bytes(self._rows[:end])
+        del self._rows[:end]
+        self._drained += end // size
+        return np.frombuffer(data, ROW_DTYPE)
 
     def error_names(self) -> dict[int, str]:
         """Error code -> text (a copy: the client thread may add one meanwhile)."""
         return {code: text for text, code in dict(self._errors).items()}
 
-    def to_batch(self) -> pa.RecordBatch:
-        """The wire batch of this client's rows (times still on the worker's clock)."""
-        data = self.rows()
+    def to_batch(self, data: np.ndarray | None = None) -> pa.RecordBatch:
+        """The wire batch of ``data`` (drained rows; default: every row held), times still on
+        the worker's clock."""
+        data = self.rows() if data is None else data
         n = len(data)
 
         def column(name: str, kind: pa.DataType) -> pa.Array:

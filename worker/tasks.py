@@ -14,7 +14,6 @@ from model.wire import BASELINE, CLOCK, HOST_FACTS, RUN_TRIAL, InvalidTaskArgume
 from results.store import transport
 from worker.app import app
 from worker.baseline import BaselineSpec, run_baseline
-from worker.heartbeat import Heartbeat
 from worker.recorder import Recorder
 from worker.trial import run_trial
 
@@ -32,21 +31,13 @@ _warm_up()
 
 @app.task(name=RUN_TRIAL, bind=True)
 def run_trial_task(self: Task, spec: object) -> dict[str, Any]:
-    """Run one trial's share of clients on this worker; return its rows and stats."""
+    """Run one trial's share of clients on this worker; its rows go to the trial's stream."""
     try:
         trial = TrialSpec.from_json(spec)
     except InvalidTaskArguments as exc:
         log.error("rejected task %s: %s", self.request.id, exc)
         raise
-    services = Services.from_env()
-    task_id, request = self.request.id, self.request  # thread-local: taken here, for the beats
-
-    def send(meta: dict[str, Any]) -> None:
-        self.backend.store_result(task_id, meta, "PROGRESS", request=request)
-
-    with Heartbeat(send, trial.progress_interval_s) as beat:
-        result = run_trial(trial, services, beat.update)
-    return result.to_json()
+    return run_trial(trial, Services.from_env()).to_json()
 
 
 @app.task(name=CLOCK)

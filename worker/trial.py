@@ -9,9 +9,8 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
-import pyarrow as pa
+import redis
 
 from model.memcache import Memcache
 from model.services import RedisPath, Services, make_pool, redis_commands
@@ -26,8 +25,8 @@ from worker import metrics
 from worker.build import WRITER_CLIENT, Built, build
 from worker.recorder import Recorder
 from worker.selfcheck import GeneratorLoad, GeneratorMonitor
+from worker.shipper import Shipper
 
-Progress = Callable[[dict[str, Any]], None]
 FLOOR_SAMPLES = 200
 JOIN_GRACE_S = 15.0
 SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
@@ -106,53 +105,50 @@ class ClientGroup:
         self.stop.set()
         self.gate.set()
 
-    def counts(self) -> dict[str, Any]:
-        return {
-            "requests": sum(len(r) for r in self.recorders),
-            "origin_calls": sum(r.origin_calls for r in self.recorders),
-            "errors": sum(r.errors for r in self.recorders),
-        }
-
-    def first_start_ns(self) -> int:
-        """The earliest request of this worker (this host's clock): how late it really began."""
-        firsts = [int(r.rows(0, 1)["t_start_ns"][0]) for r in self.recorders if len(r)]
-        return min(firsts) if firsts else time.time_ns()
-
     def running(self) -> threading.Thread | None:
         return next((t for t in self.threads if t.is_alive()), None)
 
 
-def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialResult:
-    """Run the spec's clients on this host and return the rows (encoded) and worker stats."""
+def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
+    """Run the spec's clients on this host; their rows leave for the trial's stream on the
+    broker while they run (worker.shipper); return what was sent and the worker's own stats."""
     kind, cache_url, cache = trial_cache(spec, services)
     locks = redis_commands(RedisPath(spec.redis_client), services.lock_url, spec.clients,
                            spec.redis_max_connections)
     pool = make_pool(services.origin_dsn, spec.pool_size)
+    broker = redis.Redis.from_url(services.broker_url, socket_timeout=5, socket_connect_timeout=5)
+    shipper = Shipper(broker, transport.rows_key(spec.run_id, spec.trial), spec.worker_index,
+                      spec.ship_interval_s, fold=metrics.COLLECTOR.folder(spec))
     refreshes = RefreshRows()
+    shipper.start()
     try:
         floor = cache_floor_ns(kind, cache_url, cache)
         background = BackgroundWorker(refreshes)
         try:
-            servers = Servers(cache_url, services.lock_url, spec.clients)
-            built = build(spec, cache, locks, pool, background, servers)
+            built = build(spec, cache, locks, pool, background,
+                          Servers(cache_url, services.lock_url, spec.clients))
             refreshes.bind(built, -(spec.worker_index + 2))
-            metrics.COLLECTOR.watch(spec, built.ops, refreshes.recorders, pool)
-            group, late_ns, load = _run_clients(spec, built, progress)
+            shipper.watch(refreshes.recorders)
+            metrics.COLLECTOR.watch(spec, built.ops, pool)
+            target, load = _run_clients(spec, built, shipper)
         finally:
             background.close()
+            shipped = shipper.finish()  # what was recorded leaves, whatever failed
             metrics.COLLECTOR.finish(spec)
     finally:
         pool.close()
         cache.close()
         locks.close()
-    batch = pa.Table.from_batches([r.to_batch() for r in group.recorders + refreshes.recorders])
-    batch = batch.combine_chunks()
+        broker.close()
     return TrialResult(
         worker=f"{socket.gethostname()}:{os.getpid()}",
         worker_index=spec.worker_index,
-        rows=transport.encode(batch.to_batches()[0]) if batch.num_rows else "",
-        requests=batch.num_rows,
-        release_late_ns=late_ns,
+        batches=shipped.batches,
+        requests=shipped.rows,
+        origin_calls=shipped.origin_calls,
+        dropped_rows=shipped.dropped_rows,
+        dropped_calls=shipped.dropped_calls,
+        release_late_ns=(shipped.first_start_ns or time.time_ns()) - target,
         floor_p5_ns=sorted(floor)[len(floor) // 20],
         floor_median_ns=int(statistics.median(floor)),
         cpu_share=load.cpu_share,
@@ -162,17 +158,17 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialR
     )
 
 
-def _run_clients(spec: TrialSpec, built: Built,
-                 progress: Progress) -> tuple[ClientGroup, int, GeneratorLoad]:
-    """Release the clients at the start instant and follow them to the end."""
+def _run_clients(spec: TrialSpec, built: Built, shipper: Shipper) -> tuple[int, GeneratorLoad]:
+    """Release the clients at the start instant and follow them to the end; return the start
+    on this host's clock and the generator's load."""
     monitor = GeneratorMonitor()
     try:
         group = ClientGroup(spec, built)
-        metrics.COLLECTOR.watch(spec, built.ops, group.recorders)
+        shipper.watch(group.recorders)
         try:
             target = _open_gate(spec, group)
             monitor.start()
-            _report_until_done(spec, group, progress)
+            _wait_until_done(spec, group)
         except BaseException:
             group.abort()
             raise
@@ -181,7 +177,7 @@ def _run_clients(spec: TrialSpec, built: Built,
     finally:
         for strategy in built.strategies:
             close_strategy(strategy)
-    return group, group.first_start_ns() - target, load
+    return target, load
 
 
 class RefreshRows:
@@ -217,14 +213,13 @@ def _open_gate(spec: TrialSpec, group: ClientGroup) -> int:
     return target
 
 
-def _report_until_done(spec: TrialSpec, group: ClientGroup, progress: Progress) -> None:
-    """Send progress while the clients run; bounded, so a stuck client fails the trial."""
+def _wait_until_done(spec: TrialSpec, group: ClientGroup) -> None:
+    """Wait for the clients, bounded: a stuck client fails the trial."""
     left_s = (spec.end_ns + spec.clock_offset_ns - time.time_ns()) / 1e9
     deadline = time.monotonic() + max(left_s, 0) + JOIN_GRACE_S
     while (thread := group.running()) is not None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"client threads still running {JOIN_GRACE_S}s after the trial end")
-        progress(group.counts())
-        thread.join(timeout=spec.progress_interval_s)
+        thread.join(timeout=0.5)
     if group.failures:
         raise RuntimeError(f"{len(group.failures)} client threads crashed") from group.failures[0]

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.figures import metrics
+from results.figures import metrics, scan
 
 # The request columns these figures read (all in REQUEST_SCHEMA; the version columns are absent
 # from runs made before versions were recorded: check before reading them).
@@ -110,39 +110,60 @@ def committed(writes: pa.Table) -> Steps:
     return Steps.of(writes["key"], _ints(writes["commit_ns"]), _ints(writes["version_served"]))
 
 
-def consistency_figures(rows: pa.Table) -> dict[str, object]:
+def consistency_figures(rows: pa.Table | scan.Source) -> dict[str, object]:
     """The consistency columns of ``trials.parquet`` from one trial's request rows (every row of
-    the trial, warm-up and drain included: the window is applied here). Definitions:
+    the trial, warm-up and drain included: the window is applied here), in at most two scans:
+    the writes first (few), then, if any committed, every read against them. Definitions:
     docs/results.md, "Consistency under writes"."""
-    rows = rows.select(COLUMNS)  # every filter below copies only these
-    writes = committed_writes(rows)
+    source = rows if callable(rows) else scan.table_source(rows)
+    writes_seen, total = [], 0
+    for batch in source(COLUMNS):
+        table = pa.Table.from_batches([batch])
+        writes_seen.append(table.filter(metrics.is_write(table)))
+        total += _sum(served(table)["in_window"])
+    writes = committed_writes(pa.concat_tables(writes_seen))
     counted = writes.filter(writes["in_window"])
-    reads = served(rows)
-    window = np.asarray(pc.fill_null(reads["in_window"], False).to_numpy(zero_copy_only=False), bool)
-    stale = 0
+    stale, sets, latest = 0, 0, []
     if writes.num_rows:
-        newest = committed(writes).before(reads["key"], _ints(reads["t_start_ns"]))
-        stale = int(np.count_nonzero((newest > _ints(reads["version_served"])) & window))
-    total = int(np.count_nonzero(window))
+        newest, invalidated = committed(writes), _invalidated(successful_writes(writes))
+        for batch in source(COLUMNS):
+            table = pa.Table.from_batches([batch])
+            reads = served(table)
+            behind = newest.before(reads["key"], _ints(reads["t_start_ns"])) > _ints(reads["version_served"])
+            window = np.asarray(pc.fill_null(reads["in_window"], False).to_numpy(zero_copy_only=False), bool)
+            stale += int(np.count_nonzero(behind & window))
+            latest.append(_latest_reads(reads))
+            sets += _stale_sets(table, invalidated)
     return {
         "writes": counted.num_rows,
         "stale_after_write": stale,
         "stale_after_write_share": stale / total if total else float("nan"),
-        "max_stale_ms": _max_stale_ms(counted, reads),
-        "stale_sets": stale_sets(rows),
+        "max_stale_ms": _max_stale_ms(counted, pa.concat_tables(latest)) if latest else float("nan"),
+        "stale_sets": sets,
     }
 
 
-def _max_stale_ms(writes: pa.Table, reads: pa.Table) -> float:
+def _sum(column: pa.ChunkedArray | pa.Array) -> int:
+    return int(pc.sum(pc.fill_null(column, False)).as_py() or 0)
+
+
+def _latest_reads(reads: pa.Table) -> pa.Table:
+    """Per (key, version served): the latest start of a read served it (these rows' share)."""
+    latest = reads.group_by(["key", "version_served"]).aggregate([("t_start_ns", "max")])
+    return latest.rename_columns(["key", "version_served", "t_start_ns"])
+
+
+def _max_stale_ms(writes: pa.Table, latest: pa.Table) -> float:
     """For each write (key, v, commit c): the latest start of a read of that key that began after
     c and was served a version below v, minus c; the largest over the writes. Reads of the drain
     after the window count: they show how long a write of the window stayed unseen.
 
     The latest read served below v, over all time, is after c exactly when some such read is,
-    so one maximum per (key, version served), running over the versions, answers every write."""
+    so one maximum per (key, version served), running over the versions, answers every write;
+    ``latest`` holds those maxima per scanned batch."""
     if writes.num_rows == 0:
         return float("nan")
-    latest = reads.group_by(["key", "version_served"]).aggregate([("t_start_ns", "max")])
+    latest = latest.group_by(["key", "version_served"]).aggregate([("t_start_ns", "max")])
     # Per key: versions served ascending, and the latest read of that version or a lower one.
     served_below = Steps.of(latest["key"], _ints(latest["version_served"]),
                             _ints(latest["t_start_ns_max"]))
@@ -153,17 +174,23 @@ def _max_stale_ms(writes: pa.Table, reads: pa.Table) -> float:
     return float(late[seen].max()) / 1e6 if seen.any() else 0.0
 
 
-def stale_sets(rows: pa.Table, writes: pa.Table | None = None) -> int:
+def stale_sets(rows: pa.Table) -> int:
     """Rows of any op (background refreshes and writes too, errors too: the SET was sent) that
     wrote a version into the cache after a newer write's invalidation was done: the cache then
     holds the older value for a whole TTL. Over the whole trial, like the servers' check."""
-    writes = successful_writes(rows) if writes is None else writes
-    if writes.num_rows == 0:
-        return 0
+    writes = successful_writes(rows)
+    return _stale_sets(rows, _invalidated(writes)) if writes.num_rows else 0
+
+
+def _invalidated(writes: pa.Table) -> Steps:
+    """invalidated(key, t): the highest version whose invalidation was done before t."""
+    done = pc.add(writes["t_start_ns"], writes["latency_ns"])
+    return Steps.of(writes["key"], _ints(done), _ints(writes["version_served"]))
+
+
+def _stale_sets(rows: pa.Table, invalidated: Steps) -> int:
     sets = rows.filter(pc.and_(pc.greater_equal(rows["version_set"], 0),
                                pc.greater(rows["set_ns"], 0)))
-    done = pc.add(writes["t_start_ns"], writes["latency_ns"])
-    invalidated = Steps.of(writes["key"], _ints(done), _ints(writes["version_served"]))
     newest = invalidated.before(sets["key"], _ints(sets["set_ns"]))
     return int(np.count_nonzero(newest > _ints(sets["version_set"])))
 

@@ -58,17 +58,21 @@ class RunWriter:
         _atomic_write(self.root / "run.json", orjson.dumps(data, option=orjson.OPT_INDENT_2))
 
     def write_requests(self, trial: int, rows: pa.Table) -> Path:
-        part = self.root / "requests" / f"trial={trial}"
-        part.mkdir(exist_ok=True)
-        path = part / "part-0.parquet"
-        # ``trial`` lives in the partition directory name, not in the file.
-        columns = [name for name in REQUEST_SCHEMA.names if name != "trial"]
-        pq.write_table(rows.select(columns), path, compression="zstd")
-        return path
+        """One trial's rows at once (tests, benchmarks); a launch writes them as they arrive
+        (``trial_parts``)."""
+        parts = self.trial_parts(trial)
+        parts.write(rows)
+        parts.close()
+        return parts.dir / "part-0.parquet"
+
+    def trial_parts(self, trial: int) -> TrialParts:
+        return TrialParts(self.root / "requests" / f"trial={trial}")
 
     def add_trial(self, row: Mapping[str, Any]) -> None:
-        """Append one trial's summary and rewrite ``trials.parquet`` at once."""
-        self._trials.append(dict(row))
+        """Append one trial's summary (or replace it: rows that came late re-mark a trial) and
+        rewrite ``trials.parquet`` at once."""
+        self._trials = [t for t in self._trials if t["trial"] != row["trial"]] + [dict(row)]
+        self._trials.sort(key=lambda t: int(t["trial"]))
         _replace_table(self.root / "trials.parquet", self._trials, TRIAL_SCHEMA)
 
     def add_statements(self, rows: list[dict[str, Any]]) -> None:
@@ -85,6 +89,34 @@ class RunWriter:
         """Append one trial's events with their herds and rewrite ``expiries.parquet``."""
         self._expiries.extend(rows)
         _replace_table(self.root / "expiries.parquet", self._expiries, EXPIRY_SCHEMA)
+
+
+class TrialParts:
+    """One trial's partition of ``requests/``, written as batches arrive: a row group per write,
+    a file per session of writes (``part-0.parquet``; rows that come after it was closed go to
+    ``part-1.parquet`` ...), ``trial`` left to the directory name (Hive partitioning)."""
+
+    COLUMNS: tuple[str, ...] = tuple(name for name in REQUEST_SCHEMA.names if name != "trial")
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self._writer: pq.ParquetWriter | None = None
+        self.rows = 0
+
+    def write(self, rows: pa.Table) -> None:
+        if self._writer is None:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            number = len(list(self.dir.glob("part-*.parquet")))
+            schema = pa.schema([REQUEST_SCHEMA.field(c) for c in self.COLUMNS])
+            self._writer = pq.ParquetWriter(self.dir / f"part-{number}.parquet", schema,
+                                            compression="zstd")
+        self._writer.write_table(rows.select(list(self.COLUMNS)))
+        self.rows += rows.num_rows
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
 
 
 def _replace_table(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:

@@ -164,6 +164,13 @@ TRIAL_SCHEMA = pa.schema(
         ("cache_commands_per_request", pa.float64()),
         ("lock_commands_per_request", pa.float64()),
         ("cache_server", pa.string()),  # redis or memcached: the trial's cache
+        # Delivery (issue 25: rows leave the workers while the trial runs, worker.shipper): what
+        # reached Parquet of what the workers sent.
+        ("batches_missing", pa.int64()),  # batches a worker sent (or counted) that never came
+        ("batches_duplicated", pa.int64()),  # delivered twice, written once
+        ("rows_dropped", pa.int64()),  # rows workers could not send (the coordinator behind)
+        ("calls_dropped", pa.int64()),  # origin calls among them (PostgreSQL counted them)
+        ("rows_written", pa.int64()),  # request rows of the trial in requests/
     ]
 )
 

@@ -36,19 +36,3 @@ def test_the_probe_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     monkeypatch.setenv(health.MAX_AGE_ENV, "soon")
     capsys.readouterr()
     assert health.main() == 2 and capsys.readouterr().err.count("\n") == 1
-
-
-def test_the_beat_touches_the_file_until_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    beat = tmp_path / "alive"
-    monkeypatch.setattr(health, "BEAT_S", 0.05)
-    monkeypatch.delenv(health.FILE_ENV, raising=False)
-    assert health.start_from_env() is None and not beat.exists()  # off unless the image sets it
-    monkeypatch.setenv(health.FILE_ENV, str(beat))
-    thread = health.start_from_env()
-    assert thread is not None and thread.daemon
-    os.utime(beat, (0, 0))
-    time.sleep(0.3)
-    assert beat.stat().st_mtime > time.time() - 1
-    health.stop()
-    thread.join(2)
-    assert not thread.is_alive()

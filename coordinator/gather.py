@@ -1,0 +1,104 @@
+"""One trial's rows as they arrive: from the trial's stream on the broker into Parquet.
+
+Workers add numbered batches to the stream while they run (worker.shipper) and an end marker
+with their totals. Each poll takes what arrived, writes each batch once (a batch delivered twice
+is recognised by its worker and number), moves its times onto the coordinator's clock
+(``align``) and trims the stream up to what it took, so the broker holds only what is not yet
+written. After the trial, what a worker sent is complete when its end marker came and every
+number below its count did; anything else is reported, batch by batch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import redis
+
+from results.store import transport
+from results.store.rundir import TrialParts
+
+Align = Callable[[str, pa.Table], pa.Table]  # worker name, wire rows -> request rows
+TAKE = 256  # stream entries per read
+
+
+@dataclass
+class Sent:
+    """What arrived from one worker: batch numbers, rows, origin calls and errors in them, and
+    its end marker's totals once it came."""
+
+    seqs: set[int] = field(default_factory=set)
+    rows: int = 0
+    origin_calls: int = 0
+    errors: int = 0
+    duplicates: int = 0
+    end: dict[str, Any] | None = None
+
+    def missing(self, expected: int | None = None) -> list[int]:
+        """Batch numbers below the count (the end marker's, or ``expected``) that never came."""
+        count = expected if expected is not None else (self.end or {}).get("batches")
+        if count is None:
+            return []
+        return [n for n in range(int(count)) if n not in self.seqs]
+
+
+class RowGatherer:
+    """``poll`` while the trial runs; ``sent`` says what each worker's rows were."""
+
+    def __init__(self, client: redis.Redis, key: str, workers: Mapping[int, str], align: Align,
+                 parts: TrialParts) -> None:
+        self._client, self.key, self._workers = client, key, dict(workers)
+        self._align, self.parts = align, parts
+        self.sent = {name: Sent() for name in self._workers.values()}
+        self._after = "0-0"
+
+    def poll(self) -> int:
+        """Take and write every entry that arrived; return how many there were."""
+        taken = 0
+        while entries := self._client.xrange(self.key, min=f"({self._after}", count=TAKE):
+            for entry_id, fields in entries:
+                self._take(cast("Mapping[bytes, bytes]", fields))
+                self._after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            taken += len(entries)
+            ms, _, seq = self._after.partition("-")
+            self._client.xtrim(self.key, minid=f"{ms}-{int(seq) + 1}", approximate=False)
+        return taken
+
+    def _take(self, fields: Mapping[bytes, bytes]) -> None:
+        name = self._workers.get(int(fields[b"w"]))
+        if name is None:  # a worker of an earlier attempt of this trial number: not ours
+            return
+        sent = self.sent[name]
+        if b"end" in fields:
+            sent.end = orjson.loads(fields[b"end"])
+            return
+        seq = int(fields[b"seq"])
+        if seq in sent.seqs:
+            sent.duplicates += 1
+            return
+        rows = self._align(name, transport.decode(fields[b"data"]))
+        self.parts.write(rows)
+        sent.seqs.add(seq)
+        sent.rows += rows.num_rows
+        sent.origin_calls += int(pc.sum(rows["origin_called"]).as_py() or 0)
+        sent.errors += int(pc.sum(pc.equal(rows["outcome"], "error")).as_py() or 0)
+
+    def counts(self) -> dict[str, int]:
+        """The trial's counts so far, from the rows written (the progress line)."""
+        return {"requests": sum(s.rows for s in self.sent.values()),
+                "origin_calls": sum(s.origin_calls for s in self.sent.values()),
+                "errors": sum(s.errors for s in self.sent.values())}
+
+    def complete(self, name: str) -> bool:
+        sent = self.sent[name]
+        return sent.end is not None and not sent.missing()
+
+    def close(self, keep_stream: bool) -> None:
+        """The trial is written; its stream goes unless late rows may still come."""
+        self.parts.close()
+        if not keep_stream:
+            self._client.delete(self.key)

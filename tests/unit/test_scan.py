@@ -1,0 +1,51 @@
+"""Flat-memory figures (results.figures.scan): exact quantiles in two passes equal numpy's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from results.figures import scan
+
+QS = (0.0, 0.001, 0.5, 0.9, 0.99, 0.999, 1.0)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_two_pass_quantiles_are_numpy_s_exactly(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 200_000))
+    values = (rng.lognormal(14, 1.5, n) * (rng.random(n) < 0.99)).astype(np.int64)  # zeros too
+    chunks = np.array_split(values, int(rng.integers(1, 9)))
+    q = scan.Quantiles(QS)
+    for feed in (q.count, q.keep):
+        for chunk in chunks:
+            feed(chunk)
+    assert q.result() == pytest.approx(np.quantile(values, QS).tolist(), rel=0, abs=1e-6)
+    assert q.peak == values.max()
+
+
+def test_buckets_follow_the_values_order() -> None:
+    values = np.unique(np.concatenate([np.arange(0, 5000), np.geomspace(1, 2**52, 4000).astype(np.int64)]))
+    assert np.all(np.diff(scan.buckets(values)) >= 0)
+
+
+def test_the_second_pass_keeps_few_values() -> None:
+    values = np.random.default_rng(1).integers(0, 10**9, 1_000_000)
+    q = scan.Quantiles((0.5, 0.99))
+    q.count(values)
+    q.keep(values)
+    assert sum(k.size for k in q._kept) < 0.02 * values.size
+
+
+def test_no_values_is_nan() -> None:
+    q = scan.Quantiles((0.5,))
+    q.keep(np.zeros(0, np.int64))
+    assert np.isnan(q.result()[0])
+
+
+def test_quantiles_of_a_source_with_a_selection() -> None:
+    table = pa.table({"latency_ns": np.arange(1000), "keep": np.arange(1000) % 2 == 0})
+    got = scan.quantiles_of(scan.table_source(table), "latency_ns", (0.5,),
+                            lambda b: np.asarray(b.column("keep")), columns=("keep",))
+    assert got.result() == [float(np.quantile(np.arange(0, 1000, 2), 0.5))]
