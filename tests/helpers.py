@@ -16,11 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
 
+import pyarrow as pa
 import pytest
+import redis
 
 from coordinator.cli import main
 from model.wire import TrialSpec
-from results.store import rundir
+from results.store import rundir, transport
+from results.store.schema import WIRE_SCHEMA
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "s3cr3t-Pa55"  # the password of the ``secured`` fixture's Redis
@@ -142,3 +145,22 @@ class LineReader:
 
     def text(self) -> str:
         return "\n".join(line for _, line in self.lines)
+
+
+def sent_rows(broker_url: str, spec: TrialSpec) -> pa.Table:
+    """The wire rows a worker's shipper sent to ``spec``'s trial stream, each batch once
+    (what the coordinator's gatherer would write), in batch order."""
+    client = redis.Redis.from_url(broker_url)
+    key = transport.rows_key(spec.run_id, spec.trial)
+    try:
+        entries = client.xrange(key)
+        client.delete(key)  # read once: the next test of the same trial number starts afresh
+    finally:
+        client.close()
+    batches: dict[tuple[int, int], pa.Table] = {}
+    for _, fields in entries:
+        if b"data" in fields:
+            batches.setdefault((int(fields[b"w"]), int(fields[b"seq"])),
+                               transport.decode(fields[b"data"]))
+    tables = [batches[k] for k in sorted(batches)]
+    return pa.concat_tables(tables) if tables else WIRE_SCHEMA.empty_table()

@@ -169,7 +169,7 @@ def two_level_reader(url: str, key: str, out: Any, path: str = "pooled") -> None
 def two_level_rows(url: str, key: str, out: Any, seconds: float, path: str = "pooled") -> None:
     """Child process: read ``key`` through two-level for ``seconds`` (after saying it is ready),
     every read a row of the real recorder; the rows go back encoded."""
-    from results import transport
+    from results.store import transport
     from strategies import Deps
     from strategies.twolevel import TwoLevel, TwoLevelParams
     from worker.recorder import Recorder

@@ -20,11 +20,10 @@ from model.origin import ORIGIN_SQL, EndpointLoader, OriginShape, ensure_version
 from model.services import Services, make_pool
 from model.workload import KeySet, Query, Workload, single
 from results.figures.consistency import consistency_figures
-from results.store import transport
 from results.store.schema import WRITE_OP
 from strategies import Deps, Outcome, Probe, Strategy, StrategySpec, parse
 from strategies.commands import Commands
-from tests.helpers import trial_spec
+from tests.helpers import sent_rows, trial_spec
 from tests.strategy_helpers import MakeCommands
 from worker.recorder import Recorder
 from worker.trial import run_trial
@@ -141,9 +140,9 @@ def test_rows_record_the_versions_the_origin_returned(
     services = Services(redis_server("cache"), redis_server("lock-store"), redis_server("broker"),
                         postgres_dsn)
     workload = Workload(single(Query.ORDERS, KeySet.parse("hot"), 200), invalidate_rate=40.0)
-    result = run_trial(trial_spec(4, 1.5, strategy="lock-dc", workload=workload.to_json()),
-                       services, lambda _: None)
-    rows = transport.decode(result.rows)
+    trial = trial_spec(4, 1.5, strategy="lock-dc", workload=workload.to_json())
+    run_trial(trial, services)
+    rows = sent_rows(services.broker_url, trial)
     writes = rows.filter(pc.equal(rows["op"], WRITE_OP)).sort_by("commit_ns")
     versions = writes["version_served"].to_pylist()
     assert len(versions) > 20 and writes["error"].null_count == writes.num_rows

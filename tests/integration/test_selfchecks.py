@@ -16,8 +16,7 @@ from model.services import Services
 from model.wire import TrialSpec
 from results.figures import checks, metrics
 from results.outputs import table
-from results.store import transport
-from tests.helpers import trial_spec
+from tests.helpers import sent_rows, trial_spec
 from worker.trial import run_trial
 
 SPAN_S = 6 * 3600.0
@@ -36,9 +35,9 @@ def spec(clients: int, seconds: float, **extra: object) -> TrialSpec:
 @pytest.mark.parametrize("path", ["lean", "pooled"])  # --redis-client: the same bound either way
 def test_undersized_client_pool_shows_as_errors_not_fast_successes(services: Services,
                                                                    path: str) -> None:
-    result = run_trial(spec(8, 1.0, redis_max_connections=2, redis_client=path), services,
-                       lambda _: None)
-    rows = transport.decode(result.rows)
+    trial = spec(8, 1.0, redis_max_connections=2, redis_client=path)
+    result = run_trial(trial, services)
+    rows = sent_rows(services.broker_url, trial)
     errors = rows.filter(pc.equal(rows["outcome"], "error"))
     assert errors.num_rows > 0
     kinds = set(pc.utf8_slice_codeunits(errors["error"], 0, 40).to_pylist())
@@ -72,7 +71,7 @@ def overload() -> Iterator[None]:
 
 def test_overloaded_generator_raises_the_saturation_warning(services: Services,
                                                             overload: None) -> None:
-    result = run_trial(spec(8, 1.5), services, lambda _: None)
+    result = run_trial(spec(8, 1.5), services)
     figures = checks.generator_figures([result])
     assert result.loop_lag_samples > 0
     assert figures["saturated"], figures
@@ -98,11 +97,11 @@ def test_extra_origin_query_in_the_window_is_reported_as_a_mismatch(
 
     thread = threading.Thread(target=intruder)
     thread.start()
-    result = run_trial(trial, services, lambda _: None)
+    run_trial(trial, services)
     thread.join()
     db_calls = counters.origin_db_calls(dsn) - before_calls
     statements = checks.statement_rows(before, counters.statement_snapshot(dsn), "x", 1, (ORIGIN_MARK,))
-    rows = transport.decode(result.rows)
+    rows = sent_rows(services.broker_url, trial)
     client_calls = int(pc.sum(rows["origin_called"]).as_py())
     assert client_calls > 0 and db_calls == client_calls + 1
     assert "PostgreSQL counted" in checks.origin_mismatch(client_calls, db_calls)

@@ -6,7 +6,6 @@ The real thing (a worker SIGKILLed or SIGSTOPped by PID mid-trial) is tests/e2e/
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from coordinator.liveness import Health, Liveness, Loss, LossCause, LossPolicy, 
 from coordinator.manifest import Manifest
 from results.outputs import table
 from tests.helpers import assert_bad_input, run_cli
-from worker.heartbeat import Heartbeat
 
 
 class Clock:
@@ -85,15 +83,6 @@ def test_short_gaps_are_neither_slow_nor_lost() -> None:
         clock.t += 0.6
         live.observe("a", "PROGRESS", beat(n))
     assert live.slow() == {} and live.lost() == {}
-
-
-def test_counts_are_kept_once_a_task_is_done_so_progress_does_not_decay() -> None:
-    clock = Clock()
-    live = Liveness(["a", "b"], silence_s=5.0, now=clock)
-    live.observe("a", "PROGRESS", beat(1, requests=700))
-    live.observe("b", "PROGRESS", beat(1, requests=300))
-    live.observe("a", "SUCCESS", {"requests": 701, "rows": "..."})
-    assert live.counts()["requests"] == 1000 and live.waiting() == 1
 
 
 def test_a_worker_our_injector_killed_is_given_up_not_lost() -> None:
@@ -201,15 +190,3 @@ def test_a_slow_worker_is_shown_and_noted_without_a_loss() -> None:
     trials = [{**BASE, "slow_workers": "w1@h: silent up to 3.4 s"}]
     assert cells(trials, "workers") == ["3/3 slow 1"] and cells(trials, "db check") == ["ok"]
     assert any("slow, not lost: w1@h: silent up to 3.4 s" in n for n in table.notes(trials))
-
-
-def test_the_worker_beats_from_entry_to_exit_with_the_latest_counts_and_never_after() -> None:
-    sent: list[dict[str, Any]] = []
-    with Heartbeat(sent.append, 0.01) as heart:
-        heart.update({"requests": 7, "origin_calls": 1, "errors": 0})
-        time.sleep(0.1)
-    after = len(sent)
-    time.sleep(0.05)
-    assert len(sent) == after >= 3  # a beat at once, then each interval; none once it returned
-    assert [m["beat"] for m in sent] == list(range(1, after + 1))
-    assert sent[-1]["requests"] == 7

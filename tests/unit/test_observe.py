@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.observe import board, dashboard
 from coordinator.plan import TrialPlan
+from model.wire import TrialSpec
 from strategies import Outcome, Probe, parse
 from tests.helpers import assert_bad_input, run_cli, trial_spec
 from worker import metrics
@@ -46,6 +47,14 @@ def add(rec: Recorder, latency_ms: float, outcome: Outcome, origin: bool = False
     rec.add(0, 1, int(latency_ms * 1e6), outcome, probe, error)
 
 
+def ship(collector: metrics.WorkerCollector, spec: TrialSpec, recs: list[Recorder]) -> None:
+    """What the shipper does each interval: drain every recorder into the live metrics."""
+    fold = collector.folder(spec)
+    assert fold is not None
+    for rec in recs:
+        fold(rec.drain(), rec.error_names())
+
+
 @pytest.fixture
 def collector() -> metrics.WorkerCollector:
     c = metrics.WorkerCollector()
@@ -56,13 +65,15 @@ def collector() -> metrics.WorkerCollector:
 def test_rows_are_counted_once_across_scrapes(collector: metrics.WorkerCollector) -> None:
     spec = trial_spec(2, 1.0, run_id="r1", strategy="lock")
     recs = [Recorder(0, ["orders:0"], OPS), Recorder(1, ["orders:0"], OPS)]
-    collector.watch(spec, OPS, recs)
+    collector.watch(spec, OPS)
     add(recs[0], 0.2, Outcome.HIT)
     add(recs[1], 4.0, Outcome.FILLED, origin=True)
+    ship(collector, spec, recs)
     first = scrape(collector)
     assert total(first, "stampede_requests_total") == 2
     add(recs[0], 12.0, Outcome.WAITED)
     add(recs[1], 1.0, Outcome.ERROR, error="LockWaitTimeout")
+    ship(collector, spec, recs)
     again = scrape(collector)
     labels = {"run_id": "r1", "trial": "1", "worker": "w1@test", "strategy": "lock", "endpoint": "orders"}
     assert total(again, "stampede_requests_total", **labels) == 4
@@ -73,22 +84,27 @@ def test_rows_are_counted_once_across_scrapes(collector: metrics.WorkerCollector
     assert total(again, "stampede_request_duration_seconds_bucket", le="0.0003") == 1
     assert total(again, "stampede_request_duration_seconds_bucket", le="0.005") == 3
     assert total(again, "stampede_request_duration_seconds_sum") == pytest.approx(0.0172)
+    ship(collector, spec, recs)
     assert scrape(collector) == again  # nothing new: nothing added
 
 
-def test_rows_appended_during_scrapes_are_each_counted_once(
+def test_rows_appended_during_drains_are_each_counted_once(
         collector: metrics.WorkerCollector) -> None:
-    """A client thread appends while the scrapes fold: every total only grows, and the last
-    one counts every row exactly once (a row is appended whole, never seen half written)."""
+    """A client thread appends while the shipper drains and the scrapes read: every total only
+    grows, and the last one counts every row exactly once (a row is appended whole, and a drain
+    takes whole rows, never one half written)."""
     rec = Recorder(0, ["orders:0"], OPS)
-    collector.watch(trial_spec(1, 1.0), OPS, [rec])
+    spec = trial_spec(1, 1.0)
+    collector.watch(spec, OPS)
     rows = 20_000
     appender = threading.Thread(target=lambda: [add(rec, 1.0, Outcome.HIT) for _ in range(rows)])
     appender.start()
     seen = []
     while appender.is_alive():
+        ship(collector, spec, [rec])
         seen.append(total(scrape(collector), "stampede_requests_total"))
     appender.join()
+    ship(collector, spec, [rec])
     seen.append(total(scrape(collector), "stampede_requests_total"))
     assert seen == sorted(seen) and seen[-1] == rows
     assert total(scrape(collector), "stampede_request_duration_seconds_count") == rows
@@ -97,22 +113,23 @@ def test_rows_appended_during_scrapes_are_each_counted_once(
 def test_finished_trial_keeps_its_totals_and_drops_its_rows(collector: metrics.WorkerCollector) -> None:
     spec = trial_spec(1, 1.0)
     rec = Recorder(0, ["orders:0"], OPS)
-    collector.watch(spec, OPS, [rec])
+    collector.watch(spec, OPS)
     for _ in range(5):
         add(rec, 30.0, Outcome.STALE, stale_age_ms=400)
+    ship(collector, spec, [rec])
     collector.finish(spec)
     samples = scrape(collector)
     assert total(samples, "stampede_requests_total", outcome="stale") == 5
     assert total(samples, "stampede_stale_answers_total") == 5
     assert total(samples, "stampede_stale_age_seconds_bucket", le="0.5") == 5
     assert total(samples, "stampede_stale_age_seconds_bucket", le="0.25") == 0
-    assert all(not f.recorders for f in collector._feeds.values())
+    assert all(f.pool is None for f in collector._feeds.values())
 
 
 def test_off_by_default_follows_nothing() -> None:
     idle = metrics.WorkerCollector()
-    idle.watch(trial_spec(1, 1.0), OPS, [Recorder(0, ["orders:0"], OPS)])
-    assert not idle._feeds
+    idle.watch(trial_spec(1, 1.0), OPS)
+    assert not idle._feeds and idle.folder(trial_spec(1, 1.0)) is None
 
 
 def test_peak_overlap_of_origin_intervals() -> None:
@@ -207,8 +224,9 @@ def test_dashboard_metric_names_are_exported() -> None:
         def get_stats(self) -> dict[str, int]:
             return {"pool_size": 2, "pool_available": 1}
 
-    collector.watch(spec, OPS, [rec], Pool())
+    collector.watch(spec, OPS, Pool())
     add(rec, 1.0, Outcome.ERROR, error="X")
+    ship(collector, spec, [rec])
     b = board.Board()
     b.workers_alive = lambda: 1
     b.trial_planned(_plan())
