@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from coordinator.cli.commands import cli
-from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV
+from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from tests.helpers import ROOT
 from tests.kustomize_lite import containers, load_docs, render
 
@@ -26,8 +26,8 @@ K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent
 OVERLAYS = sorted(p for p in (K8S / "overlays").iterdir() if (p / "kustomization.yaml").exists())
-# Programs of the third-party images (redis, postgres) and the shell: not ours to check.
-EXTERNAL = {"redis-server", "redis-cli", "postgres", "pg_isready", "sleep", "test"}
+# Programs of the third-party images (redis, postgres, memcached) and the shells: not ours to check.
+EXTERNAL = {"redis-server", "redis-cli", "postgres", "pg_isready", "memcached", "bash", "sleep", "test"}
 
 
 def manifest_files() -> list[Path]:
@@ -98,8 +98,12 @@ def test_base_pins_services_to_nodes_and_spreads_workers() -> None:
                for d in docs.values() if d["kind"] != "Namespace")
 
 
-def test_single_node_overlay_drops_affinity_and_matches_workers() -> None:
-    docs = _by_name(render(K8S / "overlays" / "single-node"))
+SINGLE_NODE = {"single-node": 1000, "single-node-memcached": 1050}  # CPU (m) each may request
+
+
+@pytest.mark.parametrize("overlay", sorted(SINGLE_NODE))
+def test_single_node_overlay_drops_affinity_and_matches_workers(overlay: str) -> None:
+    docs = _by_name(render(K8S / "overlays" / overlay))
     assert all("affinity" not in d["spec"].get("template", {}).get("spec", {}) for d in docs.values()
                if d["kind"] in ("Deployment", "StatefulSet"))
     assert docs[("Deployment", "worker")]["spec"]["replicas"] == _workers_option(
@@ -130,12 +134,13 @@ def requested(docs: list[dict[str, Any]]) -> tuple[float, float]:
     return cpu, mem
 
 
-def test_single_node_overlay_fits_a_default_two_cpu_minikube_node() -> None:
+@pytest.mark.parametrize("overlay", sorted(SINGLE_NODE))
+def test_single_node_overlay_fits_a_default_two_cpu_minikube_node(overlay: str) -> None:
     """minikube's smallest default node: 2 CPUs, 2,200 MB; its control plane requests about 750m CPU
     and 170Mi."""
-    cpu, mem = requested(render(K8S / "overlays" / "single-node"))
-    assert cpu <= 1000, f"the single-node overlay requests {cpu:.0f}m CPU (8 workers included)"
-    assert mem <= 1792, f"the single-node overlay requests {mem:.0f}Mi memory"
+    cpu, mem = requested(render(K8S / "overlays" / overlay))
+    assert cpu <= SINGLE_NODE[overlay], f"{overlay} requests {cpu:.0f}m CPU (8 workers included)"
+    assert mem <= 1792, f"{overlay} requests {mem:.0f}Mi memory"
     assert requested(render(K8S / "base")) == (7000.0, 4352.0)  # the base: a node per role
 
 
@@ -213,17 +218,25 @@ def test_python_rendering_agrees_with_kubectl(directory: Path) -> None:
 
 # --- every command, option, module and variable used exists in the code ---------------------
 
-def _containers() -> Iterator[tuple[str, dict[str, Any]]]:
-    docs = render(K8S / "base") + render(K8S / "tools")
-    for doc in docs:
-        spec = doc.get("spec", {})
-        pod = spec.get("template", {}).get("spec", spec)
-        for container in pod.get("containers", []):
-            yield f"{doc['kind']}/{doc['metadata']['name']}", container
-    compose = yaml.safe_load(COMPOSE.read_text())
+# Where memcached is selected (k8s/components/memcached), its URL is required too.
+RENDERS = {"base": False, "tools": False, "overlays/memcached": True}
+
+
+def _containers() -> Iterator[tuple[str, dict[str, Any], dict[str, set[str]], bool]]:
+    """(where, container, the keys of each ConfigMap / Secret, whether memcached is selected)."""
+    for directory, memcached in RENDERS.items():
+        docs = render(K8S / directory)
+        keys = {d["metadata"]["name"]: {*d.get("data", {}), *d.get("stringData", {})}
+                for d in docs if d["kind"] in ("ConfigMap", "Secret")}
+        for doc in docs:
+            spec = doc.get("spec", {})
+            pod = spec.get("template", {}).get("spec", spec)
+            for container in pod.get("containers", []):
+                yield f"{directory}:{doc['kind']}/{doc['metadata']['name']}", container, keys, memcached
+    compose = yaml.safe_load(COMPOSE.read_text())  # memcached: a profile and a variable, see below
     for name, service in compose["services"].items():
         yield f"compose/{name}", {"command": service.get("command", []),
-                                  "env": service.get("environment") or {}}
+                                  "env": service.get("environment") or {}}, {}, False
 
 
 def _argvs(container: dict[str, Any]) -> Iterator[list[str]]:
@@ -255,32 +268,32 @@ def check_argv(argv: list[str]) -> None:
         assert program in EXTERNAL, f"unknown program {program}"
 
 
-def _env_names(container: dict[str, Any]) -> set[str]:
+def _env_names(container: dict[str, Any], keys: dict[str, set[str]]) -> set[str]:
     names = {e["name"] for e in container.get("env", []) if isinstance(e, dict)}
     names |= set(container["env"]) if isinstance(container.get("env"), dict) else set()
-    config = load_docs(K8S / "base" / "config.yaml")
     for ref in container.get("envFrom", []):
-        source = ref.get("configMapRef") or ref.get("secretRef")
-        doc = next(d for d in config if d["metadata"]["name"] == source["name"])
-        names |= set(doc.get("data", {})) | set(doc.get("stringData", {}))
+        names |= keys[(ref.get("configMapRef") or ref.get("secretRef"))["name"]]
     return names
 
 
 def test_commands_options_modules_and_variables_exist() -> None:
-    checked = 0
-    for where, container in _containers():
+    """Every STAMPEDE_* variable is one the code reads; the four services' always, the optional
+    ones (STAMPEDE_MEMCACHE_URL) where memcached is selected."""
+    checked, known = 0, set(ENV.values()) | set(OPTIONAL_ENV.values())
+    for where, container, keys, memcached in _containers():
         for argv in _argvs(container):
             try:
                 check_argv(argv)
             except (KeyError, ValueError, ImportError) as exc:
                 pytest.fail(f"{where}: {argv}: {exc!r}")
             checked += 1
-        env = _env_names(container)
+        env = _env_names(container, keys)
         stampede = {n for n in env if n.startswith("STAMPEDE_")} - {METRICS_PORT_ENV, METRICS_ADDR_ENV}
-        assert stampede <= set(ENV.values()), f"{where}: unknown {stampede - set(ENV.values())}"
+        assert stampede <= known, f"{where}: unknown {stampede - known}"
         uses_ours = any(a[0] in ("celery", "coordinator") for a in _argvs(container))
-        if uses_ours and where != "Pod/runs-reader":
-            assert stampede == set(ENV.values()), f"{where} lacks {set(ENV.values()) - stampede}"
+        if uses_ours and not where.endswith("Pod/runs-reader"):
+            required = set(ENV.values()) | (set(OPTIONAL_ENV.values()) if memcached else set())
+            assert required <= stampede, f"{where} lacks {required - stampede}"
     assert checked >= 10
 
 
