@@ -67,6 +67,14 @@ def _transform(docs: list[dict[str, Any]], kust: dict[str, Any]) -> None:
             container["image"] = set_image(container["image"], image)
 
 
+def by_name(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The rendered resources by (kind, name); a pair twice is an error."""
+    out = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    if len(out) != len(docs):
+        raise ValueError("a kind/name pair appears twice")
+    return out
+
+
 def containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every container (and init container) of the pods, pod templates and job templates."""
     found: list[dict[str, Any]] = []

@@ -20,7 +20,7 @@ import yaml
 from coordinator.cli.commands import cli
 from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from tests.helpers import ROOT
-from tests.kustomize_lite import containers, load_docs, render
+from tests.kustomize_lite import by_name, containers, load_docs, render
 
 K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
@@ -72,78 +72,6 @@ def test_compose_file_passes_the_compose_spec(tmp_path: Path) -> None:
     assert check_compose(bad).returncode != 0
 
 
-def _by_name(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    out = {(d["kind"], d["metadata"]["name"]): d for d in docs}
-    assert len(out) == len(docs), "a kind/name pair appears twice"
-    return out
-
-
-def _workers_option(job: dict[str, Any]) -> int:
-    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
-    return int(args[args.index("--workers") + 1])
-
-
-def test_base_pins_services_to_nodes_and_spreads_workers() -> None:
-    docs = _by_name(render(K8S / "base"))
-    for kind, name, role in (("Deployment", "cache", "cache"), ("Deployment", "locks", "locks"),
-                             ("StatefulSet", "origin", "origin")):
-        terms = docs[(kind, name)]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        assert terms[0]["matchExpressions"][0] == {
-            "key": "stampede-lab/role", "operator": "In", "values": [role]}
-    worker = docs[("Deployment", "worker")]
-    assert worker["spec"]["template"]["spec"]["topologySpreadConstraints"]
-    assert worker["spec"]["replicas"] == _workers_option(docs[("Job", "coordinator")]) == 8
-    assert all(d["metadata"].get("namespace") == "stampede-lab"
-               for d in docs.values() if d["kind"] != "Namespace")
-
-
-SINGLE_NODE = {"single-node": 1000, "single-node-memcached": 1050}  # CPU (m) each may request
-
-
-@pytest.mark.parametrize("overlay", sorted(SINGLE_NODE))
-def test_single_node_overlay_drops_affinity_and_matches_workers(overlay: str) -> None:
-    docs = _by_name(render(K8S / "overlays" / overlay))
-    assert all("affinity" not in d["spec"].get("template", {}).get("spec", {}) for d in docs.values()
-               if d["kind"] in ("Deployment", "StatefulSet"))
-    assert docs[("Deployment", "worker")]["spec"]["replicas"] == _workers_option(
-        docs[("Job", "coordinator")]) == 8
-
-
-def millicores(value: str | int) -> float:
-    text = str(value)
-    return float(text[:-1]) if text.endswith("m") else float(text) * 1000
-
-
-def mebibytes(value: str) -> float:
-    units = {"Gi": 1024.0, "Mi": 1.0}
-    return float(value[:-2]) * units[value[-2:]]
-
-
-def requested(docs: list[dict[str, Any]]) -> tuple[float, float]:
-    """Sum of CPU (millicores) and memory (MiB) requests over every pod the workloads make."""
-    cpu = mem = 0.0
-    for doc in docs:
-        spec = doc.get("spec", {})
-        if "template" not in spec:
-            continue
-        pods = int(spec.get("replicas", spec.get("parallelism", 1)))
-        for container in spec["template"]["spec"]["containers"]:
-            cpu += pods * millicores(container["resources"]["requests"]["cpu"])
-            mem += pods * mebibytes(container["resources"]["requests"]["memory"])
-    return cpu, mem
-
-
-@pytest.mark.parametrize("overlay", sorted(SINGLE_NODE))
-def test_single_node_overlay_fits_a_default_two_cpu_minikube_node(overlay: str) -> None:
-    """minikube's smallest default node: 2 CPUs, 2,200 MB; its control plane requests about 750m CPU
-    and 170Mi."""
-    cpu, mem = requested(render(K8S / "overlays" / overlay))
-    assert cpu <= SINGLE_NODE[overlay], f"{overlay} requests {cpu:.0f}m CPU (8 workers included)"
-    assert mem <= 1792, f"{overlay} requests {mem:.0f}Mi memory"
-    assert requested(render(K8S / "base")) == (7000.0, 4352.0)  # the base: a node per role
-
-
 PROJECT_IMAGE = "stampede-lab"
 KUSTOMIZATIONS = [K8S / "base", *OVERLAYS, K8S / "tools"]
 
@@ -182,7 +110,7 @@ def test_set_image_reaches_the_runs_reader(tmp_path: Path) -> None:
 def test_coordinator_job_waits_for_services_started_with_it() -> None:
     """One `kubectl apply -k` starts the Job with the services, and it is never retried
     (backoffLimit 0): it must wait for them (coordinator/probe.py) longer than a first initdb."""
-    job = _by_name(render(K8S / "base"))[("Job", "coordinator")]
+    job = by_name(render(K8S / "base"))[("Job", "coordinator")]
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert job["spec"]["backoffLimit"] == 0
     assert float(args[args.index("--service-timeout") + 1]) >= 300, args
@@ -192,7 +120,7 @@ def test_the_origin_password_is_written_once_and_never_in_a_url() -> None:
     """The Secret holds only POSTGRES_PASSWORD; the DSN has none; our pods get it as PGPASSWORD
     (libpq reads it), so a password with `@` or `/` needs no URL encoding."""
     docs = render(K8S / "base")
-    named = _by_name(docs)
+    named = by_name(docs)
     secret = named[("Secret", "stampede-secret")]
     assert list(secret["stringData"]) == ["POSTGRES_PASSWORD"]
     password = secret["stringData"]["POSTGRES_PASSWORD"]

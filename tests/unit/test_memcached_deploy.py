@@ -18,7 +18,7 @@ from coordinator.stack.memcached import CONNECTIONS, MEMORY_MB
 from model.memcache import DEFAULT_PORT
 from model.services import OPTIONAL_ENV
 from tests.helpers import ROOT
-from tests.kustomize_lite import render
+from tests.kustomize_lite import by_name, render
 
 COMPOSE = ROOT / "docker-compose.yml"
 SERVICES: dict[str, Any] = yaml.safe_load(COMPOSE.read_text())["services"]
@@ -62,20 +62,16 @@ def test_compose_v1_selects_memcached_with_the_two_lines_of_env(tmp_path: Path) 
     assert parts.port == DEFAULT_PORT  # memcached's own default port: the service listens on it
 
 
-def _by_name(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
-    return {(d["kind"], d["metadata"]["name"]): d for d in render(directory)}
-
-
 def test_k8s_base_and_single_node_have_no_memcached() -> None:
     for directory in (K8S / "base", K8S / "overlays" / "single-node"):
-        docs = _by_name(directory)
+        docs = by_name(render(directory))
         assert not [key for key in docs if key[1] == "memcached"]
         assert VARIABLE not in docs[("ConfigMap", "stampede-config")]["data"]
 
 
 @pytest.mark.parametrize("overlay", ["memcached", "single-node-memcached"])
 def test_k8s_component_url_names_its_service_and_port(overlay: str) -> None:
-    docs = _by_name(K8S / "overlays" / overlay)
+    docs = by_name(render(K8S / "overlays" / overlay))
     url = urlsplit(docs[("ConfigMap", "stampede-config")]["data"][VARIABLE])
     service, deployment = docs[("Service", str(url.hostname))], docs[("Deployment", "memcached")]
     assert service["metadata"]["namespace"] == deployment["metadata"]["namespace"] == "stampede-lab"
@@ -91,7 +87,7 @@ def test_k8s_component_url_names_its_service_and_port(overlay: str) -> None:
 
 
 def test_k8s_memcached_sits_on_the_cache_node() -> None:
-    docs = _by_name(K8S / "overlays" / "memcached")
+    docs = by_name(render(K8S / "overlays" / "memcached"))
     affinity = [docs[("Deployment", name)]["spec"]["template"]["spec"]["affinity"]
                 for name in ("cache", "memcached")]
     assert affinity[0] == affinity[1]  # stampede-lab/role=cache: the cache under test, either server
