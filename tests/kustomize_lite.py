@@ -1,5 +1,5 @@
-"""Enough of kustomize to render this project's k8s/ offline: resources, namespace, JSON 6902 patches,
-images (newName, newTag, digest).
+"""Enough of kustomize to render this project's k8s/ offline: resources, components, namespace,
+JSON 6902 patches, images (newName, newTag, digest).
 
 Used by the tests so the rendering check runs where ``kubectl`` is absent; anything this
 renderer does not understand fails loudly rather than being skipped.
@@ -15,27 +15,43 @@ import yaml
 
 CLUSTER_SCOPED = {"Namespace", "PersistentVolume", "StorageClass", "ClusterRole",
                   "ClusterRoleBinding"}
-KNOWN_FIELDS = {"apiVersion", "kind", "namespace", "resources", "patches", "images"}
+KNOWN_FIELDS = {"apiVersion", "kind", "namespace", "resources", "components", "patches", "images"}
 
 
 def load_docs(path: Path) -> list[dict[str, Any]]:
     return [d for d in yaml.safe_load_all(path.read_text()) if d]
 
 
-def render(directory: Path) -> list[dict[str, Any]]:
-    """Every resource of a kustomization, namespaced and patched."""
-    kust = yaml.safe_load((directory / "kustomization.yaml").read_text())
+def _kustomization(directory: Path, kind: str) -> dict[str, Any]:
+    kust: dict[str, Any] = yaml.safe_load((directory / "kustomization.yaml").read_text())
     unknown = set(kust) - KNOWN_FIELDS
     if unknown:
         raise ValueError(f"{directory}: fields this renderer does not handle: {sorted(unknown)}")
+    if kust.get("kind", "Kustomization") != kind:
+        raise ValueError(f"{directory}: a {kust.get('kind', 'Kustomization')} where a {kind} is listed")
+    return kust
+
+
+def render(directory: Path) -> list[dict[str, Any]]:
+    """Every resource of a kustomization, namespaced and patched."""
     docs: list[dict[str, Any]] = []
+    _accumulate(directory, _kustomization(directory, "Kustomization"), docs)
+    return docs
+
+
+def _accumulate(directory: Path, kust: dict[str, Any], docs: list[dict[str, Any]]) -> None:
+    """Add the resources, then let each component add its own and transform them all, then this
+    kustomization's own transformations (kustomize's order). A component works on ``docs``, the
+    resources of the kustomization that lists it."""
     for entry in kust.get("resources", []):
         path = (directory / entry).resolve()
         if not path.exists():
             raise FileNotFoundError(f"{directory}/kustomization.yaml lists missing {entry}")
         docs += render(path) if path.is_dir() else load_docs(path)
+    for entry in kust.get("components", []):
+        path = (directory / entry).resolve()
+        _accumulate(path, _kustomization(path, "Component"), docs)
     _transform(docs, kust)
-    return docs
 
 
 def _transform(docs: list[dict[str, Any]], kust: dict[str, Any]) -> None:
@@ -49,6 +65,14 @@ def _transform(docs: list[dict[str, Any]], kust: dict[str, Any]) -> None:
     for image in kust.get("images", []):
         for container in containers(docs):
             container["image"] = set_image(container["image"], image)
+
+
+def by_name(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """The rendered resources by (kind, name); a pair twice is an error."""
+    out = {(d["kind"], d["metadata"]["name"]): d for d in docs}
+    if len(out) != len(docs):
+        raise ValueError("a kind/name pair appears twice")
+    return out
 
 
 def containers(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -26,7 +26,8 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 LABEL = "com.docker.compose.project"
 # Variables of the user's environment that would override the env file (shell wins in Compose).
 OURS = ("POSTGRES_USER", "POSTGRES_PASSWORD", "POSTGRES_DB", "REDIS_IMAGE", "POSTGRES_IMAGE",
-        "STAMPEDE_IMAGE", "STAMPEDE_BASE", "COMPOSE_PROJECT_NAME", "COMPOSE_FILE")
+        "MEMCACHED_IMAGE", "STAMPEDE_IMAGE", "STAMPEDE_BASE", "STAMPEDE_MEMCACHE_URL",
+        "COMPOSE_PROJECT_NAME", "COMPOSE_FILE", "COMPOSE_PROFILES")
 
 
 def compose_argv() -> list[str]:

@@ -4,7 +4,8 @@
 itself (root, no service manager here) and stops it by PID afterwards only when it started it
 and no other test session still uses it. ``ensure_images()`` makes or reuses the local Debian
 base, builds the project image with the same scripts ``make image`` runs, and stand-ins for the
-public Redis and PostgreSQL images when those are not on the machine and cannot be pulled.
+public Redis, PostgreSQL and memcached images when those are not on the machine and cannot be
+pulled.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 # Another tag here makes a fresh base (and so rebuilds everything): how the fresh-base time is measured.
 LOCAL_BASE = os.environ.get("STAMPEDE_TEST_LOCAL_BASE", "local/debian:bookworm")
-PUBLIC = {"redis": "redis:7.2", "postgres": "postgres:15"}
-STAND_INS = {"redis": "stampede-test/redis:7-bookworm", "postgres": "stampede-test/postgres:15-bookworm"}
+PUBLIC = {"redis": "redis:7.2", "postgres": "postgres:15", "memcached": "memcached:1.6"}
+STAND_INS = {"redis": "stampede-test/redis:7-bookworm", "postgres": "stampede-test/postgres:15-bookworm",
+             "memcached": "stampede-test/memcached:1.6-bookworm"}
 PROJECT_IMAGE = os.environ.get("STAMPEDE_IMAGE", "stampede-lab:latest")
 LOCK_DIR = Path(tempfile.gettempdir())
 START_TIMEOUT_S = 30.0
@@ -40,11 +42,17 @@ class EngineUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Images:
-    """Image references for the container tests: the project image and the two service images."""
+    """Image references for the container tests: the project image and the service images."""
 
     project: str
     redis: str
     postgres: str
+    memcached: str
+
+    def public(self) -> dict[str, str]:
+        """Each public image the manifests name -> the image to run for it (itself or a stand-in)."""
+        return {PUBLIC["redis"]: self.redis, PUBLIC["postgres"]: self.postgres,
+                PUBLIC["memcached"]: self.memcached, "stampede-lab:latest": self.project}
 
 
 def docker_cli() -> str:
@@ -211,7 +219,7 @@ _IMAGES: list[Images] = []
 def ensure_images() -> Images:
     """Every image the container tests need, built once per session (docker's cache across sessions).
 
-    Call inside ``docker_engine()``. The base comes first; the three builds then run side by side
+    Call inside ``docker_engine()``. The base comes first; the builds then run side by side
     (mostly waiting on Debian's mirror, not on the 2 cores).
     """
     if _IMAGES:
@@ -221,7 +229,7 @@ def ensure_images() -> Images:
     base = ensure_base()
     local = _local_base() if missing else base
     based = time.monotonic()
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=1 + len(PUBLIC)) as pool:
         project = pool.submit(build_project, base)
         stand_ins = {kind: pool.submit(build_stand_in, kind, local) for kind in missing}
         services = {kind: stand_ins[kind].result() if kind in stand_ins else PUBLIC[kind]

@@ -28,14 +28,16 @@ START = re.compile(r"^trial 1/\d+ \S+ r1: sent to .* starts in ([\d.]+) s")
 def env_file(path: Path, images: Images, password: str, extra: Mapping[str, str]) -> Path:
     """The stack's ``.env``: the images (stand-ins where the public ones are absent), the password."""
     lines = {"POSTGRES_PASSWORD": password, "REDIS_IMAGE": images.redis,
-             "POSTGRES_IMAGE": images.postgres, "STAMPEDE_IMAGE": images.project, **extra}
+             "POSTGRES_IMAGE": images.postgres, "MEMCACHED_IMAGE": images.memcached,
+             "STAMPEDE_IMAGE": images.project, **extra}
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     return path
 
 
 @contextlib.contextmanager
 def compose_stack(project: str, env: Path, workers: int) -> Iterator[tuple[Compose, float]]:
-    """cache, locks, broker, origin and ``workers`` workers, healthy; (compose, seconds to healthy)."""
+    """cache, locks, broker, origin and ``workers`` workers (and the services of the profiles the
+    env file's COMPOSE_PROFILES selects), healthy; (compose, seconds to healthy)."""
     compose = Compose(project, env)
     started = time.monotonic()
     try:

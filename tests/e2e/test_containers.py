@@ -1,10 +1,12 @@
 """The container path for real: the project image, docker-compose.yml with 8 workers, two runs.
 
-What a user does with the repository's own Dockerfile and compose file (the public Redis and
-PostgreSQL images replaced by local stand-ins only where they cannot be pulled, through the
-file's image variables): the stack up, ``coordinator launch --workers 8`` in the coordinator
-service, the Parquet copied out of the ``runs`` volume; a second run with a worker container
-killed mid-trial; ``down -v`` leaving nothing. The password holds ``@`` and ``/`` (it reaches
+What a user does with the repository's own Dockerfile and compose file (the public Redis,
+PostgreSQL and memcached images replaced by local stand-ins only where they cannot be pulled,
+through the file's image variables): the stack up with the ``memcached`` profile and
+STAMPEDE_MEMCACHE_URL set in the env file, ``coordinator launch --workers 8`` in the coordinator
+service (naive and lock on Redis, meta-memcache on memcached), the Parquet copied out of the
+``runs`` volume; a second run with a worker container killed mid-trial; ``down -v`` leaving
+nothing. The password holds ``@`` and ``/`` (it reaches
 libpq as PGPASSWORD, never in a URL) and the worker healthcheck runs every 4 s, so a check that
 does not answer during a trial (``celery inspect ping``) fails here.
 Skipped, with one line, only where no Docker engine can run (tests/containers/fixtures.py).
@@ -34,7 +36,12 @@ PASSWORD = "Pa55@host/db:x"  # psycopg would read `Pa55` as the password, `host/
 # Probed every 4 s; 15 s to answer (a saturated 2-core machine can starve an exec for seconds).
 HEALTH = {"WORKER_HEALTH_INTERVAL": "4s", "WORKER_HEALTH_TIMEOUT": "15s",
           "WORKER_HEALTH_START_PERIOD": "120s"}
+# memcached beside the Redis cache: its profile and its URL, the two lines a user adds to .env.
+MEMCACHED = {"COMPOSE_PROFILES": "memcached", "STAMPEDE_MEMCACHE_URL": "memcache://memcached:11211"}
 SHORT = ("--clients", "32", "--ttl", "1", "--seconds", "4", "--strategies", "naive,lock")
+# run1 adds meta-memcache, on memcached; memcached keeps TTLs in whole seconds, and at 1 s an
+# item lives 0-1 s (its clock ticks once a second): TTL 2, two periods per trial.
+RUN1 = ("--clients", "32", "--ttl", "2", "--seconds", "6", "--strategies", "naive,lock,meta-memcache")
 
 
 @dataclass
@@ -76,7 +83,7 @@ def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) ->
 @pytest.fixture(scope="module")
 def stack(container_images: Images, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("containers")
-    env = env_file(tmp / ".env", container_images, PASSWORD, HEALTH)
+    env = env_file(tmp / ".env", container_images, PASSWORD, {**HEALTH, **MEMCACHED})
     with compose_stack(f"stampedetest{os.getpid()}", env, WORKERS) as (compose, up_s):
         print(f"\ncompose stack ({' '.join(compose.argv0)}) healthy in {up_s:.1f} s")
         yield Stack(compose, container_images, tmp, up_s)
@@ -84,9 +91,9 @@ def stack(container_images: Images, tmp_path_factory: pytest.TempPathFactory) ->
 
 @pytest.fixture(scope="module")
 def first(stack: Stack) -> tuple[Run, HealthWatch]:
-    """naive and lock on 8 workers, every worker's healthcheck probe recorded during the run."""
+    """naive, lock and meta-memcache on 8 workers, every worker's healthcheck probe recorded."""
     with HealthWatch(stack.compose.containers("worker")) as watch:
-        run, _ = _run(stack, "run1", *SHORT, "--seed", "--scale", "20000", "--origin-ms", "2")
+        run, _ = _run(stack, "run1", *RUN1, "--seed", "--scale", "20000", "--origin-ms", "2")
     print(f"\nrun1 ({run.seconds:.1f} s):\n{run.table}")
     return run, watch
 
@@ -108,7 +115,7 @@ def test_compose_run_on_8_workers_follows_the_contract(first: tuple[Run, HealthW
     run, _ = first
     assert run.code == 0, run.stderr[-3000:]
     assert set(run.rows().column_names) >= REQUEST_COLUMNS
-    assert {t["strategy"] for t in run.trials} == {"naive", "lock"}
+    assert {t["strategy"] for t in run.trials} == {"naive", "lock", "meta-memcache"}
     assert set(run.trials[0]) >= TRIAL_COLUMNS
     assert all(t["db_calls_match"] and t["complete"] for t in run.trials), run.trials
     assert "db calls match" in run.stderr
@@ -121,6 +128,25 @@ def test_naive_herds_are_far_above_lock(first: tuple[Run, HealthWatch]) -> None:
     run, _ = first
     per = {t["strategy"]: t["origin_per_expiry"] for t in run.trials}
     assert per["naive"] >= 5 and per["naive"] >= 4 * per["lock"], per
+
+
+def test_meta_memcache_runs_on_the_stacks_memcached(first: tuple[Run, HealthWatch]) -> None:
+    """The memcached service of the profile is the trial's cache; the server reports the expiries
+    (its ``watch`` stream), the lease gives about one fill per expiry, and its commands are counted."""
+    run, _ = first
+    [trial] = [t for t in run.trials if t["strategy"] == "meta-memcache"]
+    assert trial["cache_server"] == "memcached" and trial["expiry_source"] == "server", trial
+    assert trial["db_calls_match"] and trial["errors"] == 0, trial
+    assert trial["expiry_events"] >= 1 and trial["origin_per_expiry"] <= 1.5, trial
+    assert run.meta["services"]["memcache_url"] == MEMCACHED["STAMPEDE_MEMCACHE_URL"]
+    versions = run.meta["manifest"]["versions"]
+    assert versions["memcache_server"].startswith("memcached 1.6"), versions
+    rows = run.rows().filter(pc.field("trial") == trial["trial"])
+    assert len(set(rows["worker"].unique().to_pylist())) == WORKERS
+    commands = store.read_commands(run.out)
+    assert commands is not None
+    kinds = {(c["trial"], c["kind"]) for c in commands.to_pylist()}
+    assert (trial["trial"], "memcached") in kinds, kinds
 
 
 def test_the_password_reaches_postgres_without_a_url(first: tuple[Run, HealthWatch]) -> None:

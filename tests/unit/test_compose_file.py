@@ -21,9 +21,10 @@ COMPOSE = ROOT / "docker-compose.yml"
 TEXT = COMPOSE.read_text()
 SERVICES: dict[str, Any] = yaml.safe_load(TEXT)["services"]
 PUBLIC = {"cache": "redis:7.2", "locks": "redis:7.2", "broker": "redis:7.2", "origin": "postgres:15",
-          "worker": "stampede-lab:latest", "coordinator": "stampede-lab:latest"}
+          "memcached": "memcached:1.6", "worker": "stampede-lab:latest",
+          "coordinator": "stampede-lab:latest"}
 VARIABLE = {"redis:7.2": "REDIS_IMAGE", "postgres:15": "POSTGRES_IMAGE",
-            "stampede-lab:latest": "STAMPEDE_IMAGE"}
+            "memcached:1.6": "MEMCACHED_IMAGE", "stampede-lab:latest": "STAMPEDE_IMAGE"}
 
 
 def test_no_top_level_name_compose_v1_rejects_it() -> None:

@@ -18,16 +18,16 @@ import pytest
 import yaml
 
 from coordinator.cli.commands import cli
-from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV
+from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from tests.helpers import ROOT
-from tests.kustomize_lite import containers, load_docs, render
+from tests.kustomize_lite import by_name, containers, load_docs, render
 
 K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent
 OVERLAYS = sorted(p for p in (K8S / "overlays").iterdir() if (p / "kustomization.yaml").exists())
-# Programs of the third-party images (redis, postgres) and the shell: not ours to check.
-EXTERNAL = {"redis-server", "redis-cli", "postgres", "pg_isready", "sleep", "test"}
+# Programs of the third-party images (redis, postgres, memcached) and the shells: not ours to check.
+EXTERNAL = {"redis-server", "redis-cli", "postgres", "pg_isready", "memcached", "bash", "sleep", "test"}
 
 
 def manifest_files() -> list[Path]:
@@ -72,73 +72,6 @@ def test_compose_file_passes_the_compose_spec(tmp_path: Path) -> None:
     assert check_compose(bad).returncode != 0
 
 
-def _by_name(docs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    out = {(d["kind"], d["metadata"]["name"]): d for d in docs}
-    assert len(out) == len(docs), "a kind/name pair appears twice"
-    return out
-
-
-def _workers_option(job: dict[str, Any]) -> int:
-    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
-    return int(args[args.index("--workers") + 1])
-
-
-def test_base_pins_services_to_nodes_and_spreads_workers() -> None:
-    docs = _by_name(render(K8S / "base"))
-    for kind, name, role in (("Deployment", "cache", "cache"), ("Deployment", "locks", "locks"),
-                             ("StatefulSet", "origin", "origin")):
-        terms = docs[(kind, name)]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-        assert terms[0]["matchExpressions"][0] == {
-            "key": "stampede-lab/role", "operator": "In", "values": [role]}
-    worker = docs[("Deployment", "worker")]
-    assert worker["spec"]["template"]["spec"]["topologySpreadConstraints"]
-    assert worker["spec"]["replicas"] == _workers_option(docs[("Job", "coordinator")]) == 8
-    assert all(d["metadata"].get("namespace") == "stampede-lab"
-               for d in docs.values() if d["kind"] != "Namespace")
-
-
-def test_single_node_overlay_drops_affinity_and_matches_workers() -> None:
-    docs = _by_name(render(K8S / "overlays" / "single-node"))
-    assert all("affinity" not in d["spec"].get("template", {}).get("spec", {}) for d in docs.values()
-               if d["kind"] in ("Deployment", "StatefulSet"))
-    assert docs[("Deployment", "worker")]["spec"]["replicas"] == _workers_option(
-        docs[("Job", "coordinator")]) == 8
-
-
-def millicores(value: str | int) -> float:
-    text = str(value)
-    return float(text[:-1]) if text.endswith("m") else float(text) * 1000
-
-
-def mebibytes(value: str) -> float:
-    units = {"Gi": 1024.0, "Mi": 1.0}
-    return float(value[:-2]) * units[value[-2:]]
-
-
-def requested(docs: list[dict[str, Any]]) -> tuple[float, float]:
-    """Sum of CPU (millicores) and memory (MiB) requests over every pod the workloads make."""
-    cpu = mem = 0.0
-    for doc in docs:
-        spec = doc.get("spec", {})
-        if "template" not in spec:
-            continue
-        pods = int(spec.get("replicas", spec.get("parallelism", 1)))
-        for container in spec["template"]["spec"]["containers"]:
-            cpu += pods * millicores(container["resources"]["requests"]["cpu"])
-            mem += pods * mebibytes(container["resources"]["requests"]["memory"])
-    return cpu, mem
-
-
-def test_single_node_overlay_fits_a_default_two_cpu_minikube_node() -> None:
-    """minikube's smallest default node: 2 CPUs, 2,200 MB; its control plane requests about 750m CPU
-    and 170Mi."""
-    cpu, mem = requested(render(K8S / "overlays" / "single-node"))
-    assert cpu <= 1000, f"the single-node overlay requests {cpu:.0f}m CPU (8 workers included)"
-    assert mem <= 1792, f"the single-node overlay requests {mem:.0f}Mi memory"
-    assert requested(render(K8S / "base")) == (7000.0, 4352.0)  # the base: a node per role
-
-
 PROJECT_IMAGE = "stampede-lab"
 KUSTOMIZATIONS = [K8S / "base", *OVERLAYS, K8S / "tools"]
 
@@ -177,7 +110,7 @@ def test_set_image_reaches_the_runs_reader(tmp_path: Path) -> None:
 def test_coordinator_job_waits_for_services_started_with_it() -> None:
     """One `kubectl apply -k` starts the Job with the services, and it is never retried
     (backoffLimit 0): it must wait for them (coordinator/probe.py) longer than a first initdb."""
-    job = _by_name(render(K8S / "base"))[("Job", "coordinator")]
+    job = by_name(render(K8S / "base"))[("Job", "coordinator")]
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert job["spec"]["backoffLimit"] == 0
     assert float(args[args.index("--service-timeout") + 1]) >= 300, args
@@ -187,7 +120,7 @@ def test_the_origin_password_is_written_once_and_never_in_a_url() -> None:
     """The Secret holds only POSTGRES_PASSWORD; the DSN has none; our pods get it as PGPASSWORD
     (libpq reads it), so a password with `@` or `/` needs no URL encoding."""
     docs = render(K8S / "base")
-    named = _by_name(docs)
+    named = by_name(docs)
     secret = named[("Secret", "stampede-secret")]
     assert list(secret["stringData"]) == ["POSTGRES_PASSWORD"]
     password = secret["stringData"]["POSTGRES_PASSWORD"]
@@ -213,17 +146,25 @@ def test_python_rendering_agrees_with_kubectl(directory: Path) -> None:
 
 # --- every command, option, module and variable used exists in the code ---------------------
 
-def _containers() -> Iterator[tuple[str, dict[str, Any]]]:
-    docs = render(K8S / "base") + render(K8S / "tools")
-    for doc in docs:
-        spec = doc.get("spec", {})
-        pod = spec.get("template", {}).get("spec", spec)
-        for container in pod.get("containers", []):
-            yield f"{doc['kind']}/{doc['metadata']['name']}", container
-    compose = yaml.safe_load(COMPOSE.read_text())
+# Where memcached is selected (k8s/components/memcached), its URL is required too.
+RENDERS = {"base": False, "tools": False, "overlays/memcached": True}
+
+
+def _containers() -> Iterator[tuple[str, dict[str, Any], dict[str, set[str]], bool]]:
+    """(where, container, the keys of each ConfigMap / Secret, whether memcached is selected)."""
+    for directory, memcached in RENDERS.items():
+        docs = render(K8S / directory)
+        keys = {d["metadata"]["name"]: {*d.get("data", {}), *d.get("stringData", {})}
+                for d in docs if d["kind"] in ("ConfigMap", "Secret")}
+        for doc in docs:
+            spec = doc.get("spec", {})
+            pod = spec.get("template", {}).get("spec", spec)
+            for container in pod.get("containers", []):
+                yield f"{directory}:{doc['kind']}/{doc['metadata']['name']}", container, keys, memcached
+    compose = yaml.safe_load(COMPOSE.read_text())  # memcached: a profile and a variable, see below
     for name, service in compose["services"].items():
         yield f"compose/{name}", {"command": service.get("command", []),
-                                  "env": service.get("environment") or {}}
+                                  "env": service.get("environment") or {}}, {}, False
 
 
 def _argvs(container: dict[str, Any]) -> Iterator[list[str]]:
@@ -255,32 +196,32 @@ def check_argv(argv: list[str]) -> None:
         assert program in EXTERNAL, f"unknown program {program}"
 
 
-def _env_names(container: dict[str, Any]) -> set[str]:
+def _env_names(container: dict[str, Any], keys: dict[str, set[str]]) -> set[str]:
     names = {e["name"] for e in container.get("env", []) if isinstance(e, dict)}
     names |= set(container["env"]) if isinstance(container.get("env"), dict) else set()
-    config = load_docs(K8S / "base" / "config.yaml")
     for ref in container.get("envFrom", []):
-        source = ref.get("configMapRef") or ref.get("secretRef")
-        doc = next(d for d in config if d["metadata"]["name"] == source["name"])
-        names |= set(doc.get("data", {})) | set(doc.get("stringData", {}))
+        names |= keys[(ref.get("configMapRef") or ref.get("secretRef"))["name"]]
     return names
 
 
 def test_commands_options_modules_and_variables_exist() -> None:
-    checked = 0
-    for where, container in _containers():
+    """Every STAMPEDE_* variable is one the code reads; the four services' always, the optional
+    ones (STAMPEDE_MEMCACHE_URL) where memcached is selected."""
+    checked, known = 0, set(ENV.values()) | set(OPTIONAL_ENV.values())
+    for where, container, keys, memcached in _containers():
         for argv in _argvs(container):
             try:
                 check_argv(argv)
             except (KeyError, ValueError, ImportError) as exc:
                 pytest.fail(f"{where}: {argv}: {exc!r}")
             checked += 1
-        env = _env_names(container)
+        env = _env_names(container, keys)
         stampede = {n for n in env if n.startswith("STAMPEDE_")} - {METRICS_PORT_ENV, METRICS_ADDR_ENV}
-        assert stampede <= set(ENV.values()), f"{where}: unknown {stampede - set(ENV.values())}"
+        assert stampede <= known, f"{where}: unknown {stampede - known}"
         uses_ours = any(a[0] in ("celery", "coordinator") for a in _argvs(container))
-        if uses_ours and where != "Pod/runs-reader":
-            assert stampede == set(ENV.values()), f"{where} lacks {set(ENV.values()) - stampede}"
+        if uses_ours and not where.endswith("Pod/runs-reader"):
+            required = set(ENV.values()) | (set(OPTIONAL_ENV.values()) if memcached else set())
+            assert required <= stampede, f"{where} lacks {required - stampede}"
     assert checked >= 10
 
 
