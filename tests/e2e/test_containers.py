@@ -143,7 +143,7 @@ def test_meta_memcache_runs_on_the_stacks_memcached(first: tuple[Run, HealthWatc
     assert versions["memcache_server"].startswith("memcached 1.6"), versions
     rows = run.rows().filter(pc.field("trial") == trial["trial"])
     assert len(set(rows["worker"].unique().to_pylist())) == WORKERS
-    commands = store.read_commands(run.out)
+    commands = rundir.read_commands(run.out)
     assert commands is not None
     kinds = {(c["trial"], c["kind"]) for c in commands.to_pylist()}
     assert (trial["trial"], "memcached") in kinds, kinds
