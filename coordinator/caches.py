@@ -96,50 +96,73 @@ class RunCaches:
             self.memcache.close()
 
 
+Counts = dict[str, int]
+
+
+def _read_or_none(read: Callable[[], Counts]) -> Counts | None:
+    """The server's counters, or None when it cannot say (killed or paused by a fault)."""
+    try:
+        return read()
+    except (redis.RedisError, OSError):
+        return None
+
+
+def spent_between(before: Counts | None, after: Counts | None) -> Counts | None:
+    """Calls per command from ``before`` to ``after`` (those called only); None when either
+    read failed or a counter went back (the server restarted in between: a fault)."""
+    if before is None or after is None:
+        return None
+    if any(after.get(name, 0) < calls for name, calls in before.items()):
+        return None
+    return {name: calls - before.get(name, 0) for name, calls in after.items()
+            if calls > before.get(name, 0)}
+
+
 class CommandCounts:
     """The commands the trial's cache and the lock store counted over one trial: read just
     before its start instant (the workers' floor round trips and connection set-up are done by
-    then) and again once its rows are in."""
+    then) and again once its rows are in. A server that could not be read, or restarted in
+    between, has no count for the trial (None), never a wrong one."""
 
     LEAD_S = 0.01  # the first read, this long before the start instant
 
     def __init__(self, caches: RunCaches, kind: CacheServer, locks: redis.Redis,
                  start_ns: int) -> None:
-        self._read: dict[str, Callable[[], dict[str, int]]] = {
+        self._read: dict[str, Callable[[], Counts]] = {
             "cache": lambda: caches.counters(kind), "lock-store": lambda: redis_counters(locks)}
         self.kind = kind
-        self._before: dict[str, dict[str, int]] = {}
-        self.spent: dict[str, dict[str, int]] = {}
+        self._before: dict[str, Counts | None] = dict.fromkeys(self._read)
+        self.spent: dict[str, Counts | None] = dict.fromkeys(self._read)
         self._timer = threading.Timer(max(0.0, (start_ns - time.time_ns()) / 1e9 - self.LEAD_S),
                                       self._take_before)
         self._timer.start()
 
     def _take_before(self) -> None:
-        self._before = {server: read() for server, read in self._read.items()}
+        self._before = {server: _read_or_none(read) for server, read in self._read.items()}
 
     def finish(self) -> None:
-        """Read again: calls per command and server over the trial (those called only)."""
+        """Read again: calls per command and server over the trial."""
+        self._timer.cancel()  # a trial that ended before its start (a failed dispatch): unknown
         self._timer.join()
-        if not self._before:  # the trial ended before its start (a failed dispatch)
-            self.spent = {server: {} for server in self._read}
-            return
-        after = {server: read() for server, read in self._read.items()}
-        self.spent = {server: {name: calls - self._before[server].get(name, 0)
-                               for name, calls in counts.items()
-                               if calls > self._before[server].get(name, 0)}
-                      for server, counts in after.items()}
+        self.spent = {server: spent_between(self._before[server], _read_or_none(read))
+                      for server, read in self._read.items()}
 
     def rows(self, run_id: str, trial: int) -> list[dict[str, Any]]:
-        """``commands.parquet``'s rows of the trial."""
+        """``commands.parquet``'s rows of the trial (none for a server without a count)."""
         kinds = {"cache": self.kind.value, "lock-store": CacheServer.REDIS.value}
         return [{"run_id": run_id, "trial": trial, "server": server, "kind": kinds[server],
                  "command": name, "calls": calls}
-                for server, counts in self.spent.items() for name, calls in sorted(counts.items())]
+                for server, counts in self.spent.items() for name, calls in sorted((counts or {}).items())]
 
     def columns(self, requests: int) -> dict[str, Any]:
-        """The trial's columns: totals, and per client request of the whole trial."""
-        cache, lock = (sum(self.spent[s].values()) for s in ("cache", "lock-store"))
-        return {"cache_commands": cache, "lock_commands": lock,
-                "cache_commands_per_request": cache / requests if requests else float("nan"),
-                "lock_commands_per_request": lock / requests if requests else float("nan"),
+        """The trial's columns: totals, and per client request of the whole trial (None and NaN
+        for a server without a count)."""
+        totals = {s: None if c is None else sum(c.values()) for s, c in self.spent.items()}
+
+        def per_request(total: int | None) -> float:
+            return total / requests if total is not None and requests else float("nan")
+
+        return {"cache_commands": totals["cache"], "lock_commands": totals["lock-store"],
+                "cache_commands_per_request": per_request(totals["cache"]),
+                "lock_commands_per_request": per_request(totals["lock-store"]),
                 "cache_server": self.kind.value}

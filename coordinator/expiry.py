@@ -152,6 +152,7 @@ def _listen(url: str, conn: Connection) -> None:
     gap_since: int | None = None
     ready = False
     while True:
+        _exit_if_orphaned()
         client = redis.Redis.from_url(url, socket_connect_timeout=2)
         try:
             if gap_since is not None:  # a restarted server starts without our notification config
@@ -184,8 +185,18 @@ def _subscribe(client: redis.Redis) -> redis.client.PubSub:
     return pubsub
 
 
+def _exit_if_orphaned() -> None:
+    """The coordinator died (killed, its ``finally`` never ran): this child goes too."""
+    if os.getppid() != _PARENT[0]:
+        os._exit(0)
+
+
+_PARENT = [os.getppid()]  # in the child: the coordinator that started it
+
+
 def _forward(pubsub: redis.client.PubSub, conn: Connection) -> None:
     while True:
+        _exit_if_orphaned()
         batch = []
         message = pubsub.get_message(timeout=POLL_S)
         while message is not None:
@@ -205,6 +216,7 @@ def _watch(url: str, conn: Connection) -> None:
     gap_since: int | None = None
     ready = False
     while True:
+        _exit_if_orphaned()
         try:
             memcache = Memcache(url)
         except OSError as exc:
@@ -234,6 +246,7 @@ def _watch(url: str, conn: Connection) -> None:
 def _forward_expired(lines: Iterator[list[bytes]], conn: Connection) -> None:
     """Each batch of log lines the server sent: its ``status=expired`` fetches, as events."""
     for batch in lines:
+        _exit_if_orphaned()
         now = time.time_ns()
         expired = [(_field(line, b"key="), "expired", now) for line in batch
                    if b" status=expired" in line]

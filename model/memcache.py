@@ -92,16 +92,20 @@ class Memcache:
         ttl = int(next(f[1:] for f in reply.split()[1:] if f.startswith(b"t")))
         return -1 if ttl == -1 else ttl * 1000
 
-    def watch(self, *streams: str) -> Iterator[list[bytes]]:
-        """Turn this connection into a watcher (no timeout from then on); yield the log lines
-        (``key=value`` pairs, values URI-encoded, each ending in a bare newline) as they arrive,
-        a list per read."""
+    def watch(self, *streams: str, idle_s: float = 1.0) -> Iterator[list[bytes]]:
+        """Turn this connection into a watcher; yield the log lines (``key=value`` pairs, values
+        URI-encoded, each ending in a bare newline) as they arrive, a list per read, and an
+        empty list after ``idle_s`` without any (so the reader can look around)."""
         reply = self._command(b"watch " + " ".join(streams).encode())
         if reply != b"OK":
             raise MemcacheError(f"{self.url}: watch answered {reply[:80]!r}")
-        self._sock.settimeout(None)
+        self._sock.settimeout(idle_s)
         while True:
-            chunk = self._sock.recv(1 << 20)
+            try:
+                chunk = self._sock.recv(1 << 20)
+            except TimeoutError:
+                yield []
+                continue
             if not chunk:
                 raise MemcacheError(f"{self.url} closed the watch")
             *lines, self._buffer = (self._buffer + chunk).split(b"\n")

@@ -132,7 +132,8 @@ class Shipper:
     def finish(self) -> Shipped:
         """After the clients: ship the rest, send the end marker; the totals either way."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.ident is not None:  # started
+            self._thread.join()
         with self._mutex:
             self._pack()
             deadline = time.monotonic() + FINISH_S

@@ -38,6 +38,8 @@ from coordinator.origin.seed import OriginNotReady
 from coordinator.plan import ExpiryMode, PlanError
 from coordinator.probe import Unreachable, wait_for
 from coordinator.stack import EmbeddedStack, StackError
+from coordinator.stack.processes import guarded
+from coordinator.stack.reaper import Reaper
 from model.services import ENV, RedisPath, Services, mask_url
 from model.wire import InvalidResult
 from model.workload import Workload
@@ -235,6 +237,9 @@ def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions |
     observer = Observer(observe or ObserveOptions(), writer.root, console.say)
     try:
         with contextlib.ExitStack() as stack:
+            reaper = Reaper()  # first: whatever follows dies with us, should we be killed
+            stack.callback(reaper.close)
+            stack.enter_context(guarded(reaper))
             services, hooks, watched = config.services, None, None
             if services is None:
                 embedded = stack.enter_context(EmbeddedStack(

@@ -17,7 +17,7 @@ from types import TracebackType
 from coordinator.stack.celery_workers import LOCAL_HOST, start_workers
 from coordinator.stack.memcached import start_memcached
 from coordinator.stack.postgres import start_postgres
-from coordinator.stack.processes import ManagedProcess, StackError
+from coordinator.stack.processes import ManagedProcess, StackError, adopt_dir
 from coordinator.stack.redis_server import redis_answers, start_redis
 from model.services import Services
 
@@ -39,6 +39,7 @@ class EmbeddedStack:
         self.processes: list[ManagedProcess] = []
         self.workdir = Path(tempfile.mkdtemp(prefix="stampede-stack-"))
         os.chmod(self.workdir, 0o755)  # PostgreSQL's user must reach its data directory
+        adopt_dir(self.workdir)  # removed by the launch's reaper should the coordinator die
         self._services: Services | None = None
         self.urls: dict[str, str] = {}  # the Redis servers' by name
 

@@ -8,12 +8,43 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
 
 class StackError(RuntimeError):
     """A service of the embedded stack could not be started."""
+
+
+class Adopter(Protocol):
+    """Who is told of every process group started and stopped (coordinator.stack.reaper)."""
+
+    def adopt(self, group: int) -> None: ...
+
+    def forget(self, group: int) -> None: ...
+
+    def adopt_dir(self, path: Path) -> None: ...
+
+
+_guards: list[Adopter] = []
+
+
+def adopt_dir(path: Path) -> None:
+    """A temporary directory to remove should the coordinator die (the stack's work area)."""
+    for guard in _guards:
+        guard.adopt_dir(path)
+
+
+@contextlib.contextmanager
+def guarded(adopter: Adopter) -> Iterator[None]:
+    """While inside, every ``ManagedProcess`` started is adopted (its group killed with the
+    coordinator, should it die first)."""
+    _guards.append(adopter)
+    try:
+        yield
+    finally:
+        _guards.remove(adopter)
 
 
 def free_port() -> int:
@@ -38,11 +69,14 @@ class ManagedProcess:
 
     def _spawn(self) -> subprocess.Popen[bytes]:
         with open(self.log_path, "ab") as log:
-            return subprocess.Popen(
+            popen = subprocess.Popen(
                 self._argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self._env, start_new_session=True, user=self._user, group=self._user,
                 extra_groups=[] if self._user else None,
             )
+        for guard in _guards:
+            guard.adopt(popen.pid)  # its own session: the group id is its pid
+        return popen
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to the process (fault injection); a process already gone is ignored."""
@@ -85,18 +119,25 @@ class ManagedProcess:
     def stop(self, timeout_s: float | None = None) -> None:
         """Ask politely, then kill the whole process group; bounded by the stop timeout."""
         if not self.alive():
+            self._forgotten()
             return
         self.request_stop()
         try:
             self.popen.wait(self._stop_timeout_s if timeout_s is None else timeout_s)
         except subprocess.TimeoutExpired:
             self.kill()
+        self._forgotten()
 
     def kill(self) -> None:
         """Kill the process group at once (last resort)."""
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self.pid, signal.SIGKILL)
         self.popen.wait(5)
+        self._forgotten()
+
+    def _forgotten(self) -> None:
+        for guard in _guards:
+            guard.forget(self.pid)
 
     def log_tail(self, lines: int = 15) -> str:
         try:
