@@ -36,7 +36,7 @@ class Timing:
 
     lead_s: float = 1.5  # dispatch to the common start instant: every worker ready by then
     warmup_s: float = 1.0  # from the start instant to the measurement window
-    progress_s: float = 0.5  # how often workers report progress
+    progress_s: float = 0.5  # how often workers send their rows (worker.shipper): the progress line
     worker_wait_s: float = 60.0  # how long to wait for N workers to answer
     # Remote mode: how long to wait for cache, lock store, broker and origin to answer
     # (--service-timeout; coordinator.probe). A Kubernetes apply or a compose up starts the

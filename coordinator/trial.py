@@ -111,7 +111,7 @@ class TrialRunner:
         self.writer.add_commands(commands.rows(self.writer.root.name, plan.trial))
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
-        self._say_workers(label, gathered)
+        self._say_workers(label, gathered, gatherer)
         per = "expiry" if summary["event_kind"] == "expiry" else summary["event_kind"]
         self.console.say(
             f"{label}: {summary['origin_per_expiry']:.1f} origin calls/{per} "
@@ -184,9 +184,11 @@ class TrialRunner:
             BOARD.trial_done()
         return gathered, report
 
-    def _say_workers(self, label: str, gathered: dispatch.Gathered) -> None:
+    def _say_workers(self, label: str, gathered: dispatch.Gathered, gatherer: RowGatherer) -> None:
         for worker, why in gathered.missing.items():
-            self.console.say(f"{label}: no rows from {worker} ({why}); trial marked incomplete")
+            kept = gatherer.sent[worker].rows
+            self.console.say(f"{label}: no result from {worker} ({why}); its {kept:,} rows up to "
+                             "its last batch are kept; trial marked incomplete")
         for worker, longest in gathered.slow.items():
             self.console.say(f"{label}: worker {worker} slow: silent up to {longest:.1f} s "
                              f"(limit {self.config.timing.worker_silence_s:g} s), not lost")

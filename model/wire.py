@@ -72,7 +72,7 @@ class TrialSpec:
     clock_offset_ns: int  # this worker's clock minus the coordinator's
     pool_size: int
     origin_span_s: float
-    progress_interval_s: float = 0.5
+    progress_interval_s: float = 0.5  # how often its rows leave for the trial's stream
     redis_max_connections: int | None = None  # per client pool; None = clients + 4
     redis_client: str = RedisPath.LEAN.value  # --redis-client: lean (own connections) or pooled
     # Fields with defaults may be absent: the one-hot-key closed loop with drifting expiries.
@@ -81,7 +81,6 @@ class TrialSpec:
     workers: int = 1  # workers in the trial: an open loop's total rate is split over them
     products: int = 0  # rows in the products table (endpoints of experiment 003)
     expiry_grid_ns: int = 0  # --expiry aligned: the first scheduled expiry (coordinator clock); 0: drift
-    ship_interval_s: float = 1.0  # how often the rows leave for the trial's stream (worker.shipper)
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -131,7 +130,6 @@ class TrialSpec:
         _in_range("end_ns - start_ns", self.end_ns - self.start_ns, 1, HOUR_NS)
         _in_range("origin_span_s", self.origin_span_s, 1e-3, 365 * 86400)
         _in_range("progress_interval_s", self.progress_interval_s, 0.01, 60)
-        _in_range("ship_interval_s", self.ship_interval_s, 0.01, 60)
         if self.redis_max_connections is not None:
             _in_range("redis_max_connections", self.redis_max_connections, 1, 100_000)
         if self.redis_client not in {p.value for p in RedisPath}:
@@ -160,7 +158,6 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "workload": (dict,),
     "origin_span_s": (int, float),
     "progress_interval_s": (int, float),
-    "ship_interval_s": (int, float),
 }
 
 

@@ -118,7 +118,7 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
     pool = make_pool(services.origin_dsn, spec.pool_size)
     broker = redis.Redis.from_url(services.broker_url, socket_timeout=5, socket_connect_timeout=5)
     shipper = Shipper(broker, transport.rows_key(spec.run_id, spec.trial), spec.worker_index,
-                      spec.ship_interval_s, fold=metrics.COLLECTOR.folder(spec))
+                      spec.progress_interval_s, fold=metrics.COLLECTOR.folder(spec))
     refreshes = RefreshRows()
     shipper.start()
     try:

@@ -83,7 +83,8 @@ def origin_mismatch(client_calls: int, db_calls: int | None, workers_lost: int =
     if workers_lost and db_calls > client_calls:
         return (f"PostgreSQL counted {db_calls} origin calls, the rows that arrived {client_calls} "
                 f"({db_calls - client_calls:+d}): the difference is the calls of the "
-                f"{workers_lost} lost worker(s), whose rows never arrived; not a miscount")
+                f"{workers_lost} lost worker(s) after their last batch, whose rows never "
+                "arrived; not a miscount")
     return (f"clients counted {client_calls} origin calls, PostgreSQL counted {db_calls} "
             f"({db_calls - client_calls:+d})")
 
@@ -94,9 +95,9 @@ def liveness_notes(row: Mapping[str, Any]) -> list[str]:
     out = []
     lost, dispatched = int(row.get("workers_lost") or 0), int(row.get("workers") or 0)
     if lost:
-        out.append(f"incomplete: no rows from {lost} of {dispatched} workers "
-                   f"({row.get('lost_workers') or 'cause not recorded'}); the figures are the "
-                   "other workers' rows")
+        out.append(f"incomplete: {lost} of {dispatched} workers lost "
+                   f"({row.get('lost_workers') or 'cause not recorded'}); their rows up to their "
+                   "last batch are kept, the rest never came")
     if row.get("slow_workers"):
         out.append(f"slow, not lost: {row['slow_workers']} (alive, but silent for more than "
                    "half the --worker-silence limit)")

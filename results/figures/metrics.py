@@ -16,7 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from results.figures import scan
-from results.store.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
+from results.store.schema import (
+    DROPPED,
+    LATE_MS,
+    LEGACY_WRITE_OP,
+    REFRESH_OP,
+    REQUEST_SCHEMA,
+    WRITE_OP,
+)
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
 
@@ -206,7 +213,7 @@ class _Folds:
         requests, errors = c["requests"], c["errors"]
         p50, p90, p99, p999 = self.latency.result_ms()
         called = (pa.concat_tables(self.called) if self.called
-                  else pa.table({name: pa.array([], pa.int64()) for name in CALL_COLUMNS}))
+                  else pa.schema([REQUEST_SCHEMA.field(c) for c in CALL_COLUMNS]).empty_table())
         in_window = called.filter(called["in_window"]) if called.num_rows else called
         stale_p50 = self.stale_age.result_ms()[0]
         figures: dict[str, object] = {

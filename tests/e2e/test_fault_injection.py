@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.compute as pc
 import pytest
 
 from coordinator import faults
@@ -115,8 +116,19 @@ def test_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
     assert meta["trials"][0]["missing_workers"] == {"w2@stampede-local": "killed by a fault"}
     assert any("restarted w2@stampede-local" in line for line in said)
     assert not second["complete"] and second["workers_lost"] == 1  # killed again in trial 2
-    rows = rundir.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
-    assert set(rows["worker"].to_pylist()) == {"w1@stampede-local"}
+    assert_rows_until_the_kill(tmp_path / "run", meta, "w2@stampede-local")
+
+
+def assert_rows_until_the_kill(out: Path, meta: dict[str, Any], killed: str) -> None:
+    """The killed worker's rows are kept up to its last batch (sent every 0.25 s here), none of
+    them started after the kill; the trial's delivery columns say its end never came."""
+    rows = rundir.requests_dataset(out).to_table(columns=["trial", "worker", "t_start_ns"])
+    first = rows.filter(pc.equal(rows["trial"], 1))
+    assert set(first["worker"].to_pylist()) == {"w1@stampede-local", "w2@stampede-local"}
+    at_ns = meta["trials"][0]["faults_applied"][0]["at_ns"]
+    mine = first.filter(pc.equal(first["worker"], killed))["t_start_ns"]
+    assert mine.length() > 0 and pc.max(mine).as_py() < at_ns
+    assert at_ns - pc.max(mine).as_py() < 1.5e9  # up to its last batch before the kill
 
 
 def test_broker_restarted_between_trials(stack: EmbeddedStack, tmp_path: Path) -> None:
@@ -133,5 +145,5 @@ def test_named_worker_killed(stack: EmbeddedStack, tmp_path: Path) -> None:
     (naive,) = trials
     assert naive["fault"] == "worker:kill:w1@1" and naive["workers_lost"] == 1
     assert any("SIGKILL w1@stampede-local" in line for line in said), said
-    rows = rundir.requests_dataset(tmp_path / "run").to_table(columns=["worker"])
-    assert set(rows["worker"].to_pylist()) == {"w2@stampede-local"}  # w1's rows are the lost ones
+    assert_rows_until_the_kill(tmp_path / "run", rundir.read_meta(tmp_path / "run"),
+                               "w1@stampede-local")

@@ -78,3 +78,33 @@ def test_signal_mid_trial_stops_everything(tmp_path: Path, signum: signal.Signal
     trials = rundir.read_trials(out).to_pylist()
     assert [t["trial"] for t in trials] == [1] and trials[0]["requests"] > 0
     assert rundir.requests_dataset(out).count_rows() >= trials[0]["requests"]
+
+
+def test_a_killed_coordinator_takes_its_whole_stack_with_it(tmp_path: Path) -> None:
+    """SIGKILL (the OOM killer, a CI timeout): no ``finally`` runs in the coordinator, yet within
+    seconds nothing it started is left (its reaper kills the stack's process groups, the expiry
+    listener sees itself orphaned) and the stack's temporary directory is gone."""
+    proc = subprocess.Popen(
+        coordinator_argv("launch", "--workers", "2", "--clients", "8", "--seconds", "6",
+                         "--ttl", "0.5", "--scale", "5000", "--strategies", "naive",
+                         "--out", str(tmp_path / "run")),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),  # type: ignore[union-attr]
+                              daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while not any("trial 1/1" in ln and " rps " in ln for ln in lines):  # mid-trial
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)
+        time.sleep(0.1)
+    started = descendants(proc.pid)
+    work_area = Path(next(ln for ln in lines if ln.startswith("stack: work area ")).split()[-1])
+    assert work_area.is_dir() and len(started) >= 8  # the stack, the listener, the reaper
+    proc.kill()
+    proc.wait(10)
+    deadline = time.monotonic() + 10
+    while [p for p in started if running(p)] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [p for p in started if running(p)] == [], "".join(lines)
+    assert time.monotonic() < deadline and not work_area.exists()

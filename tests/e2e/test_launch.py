@@ -69,7 +69,7 @@ def test_run_json_records_the_run_with_masked_services(
     assert meta["status"] == "complete"
     assert meta["schema_version"] >= 1
     assert meta["spec"]["workers"] == 3 and meta["spec"]["embedded_stack"] is True
-    assert set(meta["services"]) == {"cache_url", "lock_url", "broker_url", "origin_dsn"}
+    assert set(meta["services"]) == {"cache_url", "lock_url", "broker_url", "origin_dsn", "memcache_url"}
     assert len(meta["clock_offsets"]) == 3
     assert meta["origin"]["median_ms"] > 0
     assert [t["complete"] for t in meta["trials"]] == [True, True]

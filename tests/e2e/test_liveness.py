@@ -130,11 +130,16 @@ def test_the_trial_is_incomplete_with_the_survivors_rows(killed: Outcome) -> Non
     first = killed.trials[0]
     assert not first["complete"] and first["workers"] == 3 and first["workers_lost"] == 1
     assert "w3@stampede-local: lost: silent" in first["lost_workers"]
-    rows = killed.rows().filter(pc.field("trial") == 1)
-    assert set(rows["worker"].to_pylist()) == {"w1@stampede-local", "w2@stampede-local"}
+    rows = rundir.requests_dataset(killed.out).to_table(
+        columns=["trial", "worker", "t_start_ns"], filter=pc.field("trial") == 1)
+    assert set(rows["worker"].to_pylist()) == {f"w{i}@stampede-local" for i in (1, 2, 3)}
+    w3 = rows.filter(pc.equal(rows["worker"], "w3@stampede-local"))["t_start_ns"]
+    # w3's rows up to its last batch (every 0.5 s) before the SIGKILL are kept, none after it
+    assert pc.max(w3).as_py() < killed.acted_ns and killed.acted_ns - pc.max(w3).as_py() < 1.5e9
+    assert first["batches_missing"] == 0  # it sent no end marker: nothing counted to miss
     if first["db_calls"] != first["origin_calls_total"]:  # w3's calls reached PostgreSQL only
         assert first["db_calls"] > first["origin_calls_total"]
-        assert "LOST" in killed.table and "lost worker(s), whose rows never arrived" in killed.table
+        assert "LOST" in killed.table and "after their last batch, whose rows never arrived" in killed.table
 
 
 def test_the_next_trial_runs_on_the_survivors_with_the_clients_re_split(killed: Outcome) -> None:
@@ -161,7 +166,7 @@ def test_the_run_says_degraded_in_run_json_the_table_and_the_exit_code(killed: O
     assert killed.meta["status"] == "degraded"
     assert killed.meta["liveness"]["active"] == ["w1@stampede-local", "w2@stampede-local"]
     assert "2/3 lost 1" in killed.table  # the workers column of naive's line
-    assert "incomplete: no rows from 1 of 3 workers" in killed.table
+    assert "incomplete: 1 of 3 workers lost" in killed.table
     assert "continuing on 2 workers" in killed.stderr
     assert killed.stderr.rstrip().splitlines()[-1].startswith("coordinator: run degraded: 1 worker lost")
     assert [p for p in killed.pids.values() if alive(p)] == []  # the stack stopped, nothing left
@@ -214,5 +219,8 @@ def test_remote_worker_paused_past_the_limit_is_lost_and_fail_stops_the_run(
     assert done.meta["status"] == "incomplete" and done.meta["liveness"]["on_worker_loss"] == "fail"
     (first,) = done.trials  # trial 2 never ran
     assert not first["complete"] and "r2@liveness: lost: silent" in first["lost_workers"]
-    assert set(done.rows()["worker"].to_pylist()) == {"r1@liveness"}
+    rows = rundir.requests_dataset(out).to_table(columns=["worker", "t_start_ns"])
+    assert set(rows["worker"].to_pylist()) == {"r1@liveness", "r2@liveness"}  # r2 up to the pause
+    paused = rows.filter(pc.equal(rows["worker"], "r2@liveness"))["t_start_ns"]
+    assert pc.max(paused).as_py() < acted_ns
     assert "1/2 lost 1" in done.table  # the completed trial's table is still printed
