@@ -23,6 +23,7 @@ from coordinator.observe.board import BOARD
 from coordinator.origin import counters
 from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
+from coordinator.trial_columns import db_word, delivery_columns, liveness_columns, stamped
 from coordinator.trial_rows import TrialRows, align, window_of
 from model.origin import MARKS, OriginShape
 from model.services import COORDINATOR_APP, Services, make_pool, redis_client
@@ -117,7 +118,7 @@ class TrialRunner:
             f"{label}: {summary['origin_per_expiry']:.1f} origin calls/{per} "
             f"({summary['expiry_events']} events), "
             f"{summary['rps']:,.0f} rps, p99 {summary['p99_ms']:.1f} ms, "
-            f"errors {summary['errors']}, db calls {_db_word(summary)}"
+            f"errors {summary['errors']}, db calls {db_word(summary)}"
             + (f", fault {report.label}" if report.label else "")
         )
         return {"trial": plan.trial, "strategy": plan.strategy.label, "repeat": plan.repeat,
@@ -292,38 +293,3 @@ class TrialRunner:
             "start_spread_ms": (max(firsts) - min(firsts)) / 1e6 if firsts else float("nan"),
             "complete": True,
         }
-
-
-def stamped(source: str, kind: str) -> str:
-    """Who named the events: the server (or the schedule), and ``stamp`` where they are refresh
-    cycles, named by the replaced value's own expiry stamp (swr's and XFetch's envelope, dogpile's
-    creation time + TTL, memcached's remaining TTL at a recache win)."""
-    if kind == "refresh cycle":
-        return "stamp"
-    return f"{source}+stamp" if kind == "expiry+refresh" else source
-
-
-def liveness_columns(gathered: dispatch.Gathered) -> dict[str, Any]:
-    """Why each missing worker's rows are missing, and the slow workers (trials.parquet)."""
-    return {"lost_workers": "; ".join(f"{w}: {why}" for w, why in gathered.missing.items()),
-            "slow_workers": "; ".join(f"{w}: silent up to {s:.1f} s"
-                                      for w, s in gathered.slow.items())}
-
-
-def delivery_columns(gatherer: RowGatherer,
-                     present: Sequence[tuple[str, TrialResult]]) -> dict[str, Any]:
-    """What reached Parquet of what the workers sent: batches that never came, batches delivered
-    twice (written once), rows the workers dropped when the coordinator fell behind."""
-    expected = {w: r.batches for w, r in present}
-    missing = {w: sent.missing(expected.get(w)) for w, sent in gatherer.sent.items()}
-    return {"batches_missing": sum(len(m) for m in missing.values()),
-            "batches_duplicated": sum(s.duplicates for s in gatherer.sent.values()),
-            "rows_dropped": sum(r.dropped_rows for _, r in present),
-            "calls_dropped": sum(r.dropped_calls for _, r in present),
-            "rows_written": gatherer.parts.rows}
-
-
-def _db_word(summary: dict[str, Any]) -> str:
-    if summary["db_calls_match"]:
-        return "match"
-    return "MISMATCH" + (" (rows of a lost worker missing)" if summary["workers_lost"] else "")
