@@ -7,17 +7,16 @@ exact percentiles (linear interpolation over all rows, errors included) over the
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from results.figures import consistency, groups, metrics
+from results.figures import consistency, groups, scan
 from results.outputs import event_table
 from results.store import rundir
 
@@ -81,15 +80,7 @@ def load(root: Path) -> RunData:
         if plan is not None:
             data.timelines.append(timeline(dataset, row, plan, float(meta["spec"]["seconds"]),
                                            events.get(int(row["trial"]))))
-    for strategy, rows in _rows_by_strategy(dataset, trials):
-        floor = min((float(t["floor_ms"]) for t in trials if t["strategy"] == strategy),
-                    default=float("nan"))
-        window = rows.filter(rows["in_window"])
-        data.latency.append({"strategy": strategy, **groups.latency_figures(metrics.client_requests(window)),
-                             "floor_ms": floor})
-        data.endpoints.extend({**g, "floor_ms": floor}
-                              for g in groups.group_figures(window, ("strategy", "op")))
-        data.stages.extend({**g, "floor_ms": floor} for g in _stage_rows(rows))
+    data.latency, data.endpoints, data.stages = _strategy_figures(dataset, trials)
     if len({r["stage"] for r in data.stages}) < 2:
         data.stages = []  # one stage: the per-endpoint table says it all
     data.versions = version_panels(dataset, trials, plans)
@@ -118,14 +109,28 @@ def version_panels(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]],
     return panels
 
 
+def _strategy_figures(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]]
+                      ) -> tuple[list[dict[str, Any]], ...]:
+    """Per strategy its latency over the window's client requests, per strategy and endpoint
+    and per strategy, stage and endpoint their figures: one two-pass scan of every row, in the
+    run's order of strategies, each with its cache round-trip floor."""
+    groupings = [groups.Grouping(("strategy",), groups.window_requests, latency_only=True),
+                 groups.Grouping(("strategy", "op"), groups.window_reads),
+                 groups.Grouping(groups.STAGE_KEYS, groups.after_warmup)]
+    found = groups.scan_groups(scan.dataset_source(dataset), groupings)
+    order = {s: i for i, s in enumerate(dict.fromkeys(str(t["strategy"]) for t in trials))}
+    floor = {s: min((float(t["floor_ms"]) for t in trials if t["strategy"] == s),
+                    default=float("nan")) for s in order}
+    return tuple(sorted(({**g, "floor_ms": floor.get(g["strategy"], float("nan"))} for g in rows),
+                        key=lambda g: order.get(g["strategy"], len(order))) for rows in found)
+
+
 def stage_figures(dataset: ds.Dataset, trials: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per strategy, stage and endpoint after warm-up (results.figures.groups.stage_rows), one strategy's
-    rows in memory at a time; none for runs made before stages were recorded."""
-    return [g for _, rows in _rows_by_strategy(dataset, trials) for g in _stage_rows(rows)]
-
-
-def _stage_rows(rows: pa.Table) -> list[dict[str, Any]]:
-    return groups.stage_rows(rows) if "stage" in rows.column_names else []
+    """Per strategy, stage and endpoint after warm-up (results.figures.groups.stage_rows), in
+    one scan of flat memory; none for runs made before stages were recorded."""
+    if "stage" not in dataset.schema.names:
+        return []
+    return groups.stage_rows(scan.dataset_source(dataset))
 
 
 def timeline(dataset: ds.Dataset, row: Mapping[str, Any], plan: Mapping[str, Any],
@@ -157,15 +162,3 @@ def _instants(plan: Mapping[str, Any], events: Sequence[Mapping[str, Any]] | Non
     missed = [e["scheduled_s"] for e in inside
               if e["scheduled_s"] is not None and abs(e["at_s"] - e["scheduled_s"]) > 1e-3]
     return [e["at_s"] for e in inside], missed
-
-
-def _rows_by_strategy(dataset: ds.Dataset,
-                      trials: Sequence[Mapping[str, Any]]) -> Iterator[tuple[str, pa.Table]]:
-    """Per strategy, the rows of its trials, only the columns the figures read."""
-    wanted = [c for c in groups.COLUMNS if c in dataset.schema.names]
-    order: dict[str, list[int]] = {}
-    for t in trials:
-        order.setdefault(str(t["strategy"]), []).append(int(t["trial"]))
-    for strategy, numbers in order.items():
-        yield strategy, pa.concat_tables(
-            dataset.to_table(columns=wanted, filter=ds.field("trial") == n) for n in numbers)
