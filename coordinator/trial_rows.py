@@ -50,10 +50,11 @@ class TrialRows:
 
     def __init__(self, root: Path, trial: int) -> None:
         self.dataset = requests_dataset(root)
+        self._scanned = requests_dataset(root, dictionaries=True)
         self.where = ds.field("trial") == trial
 
     def source(self) -> scan.Source:
-        return scan.dataset_source(self.dataset, self.where)
+        return scan.dataset_source(self._scanned, self.where)
 
     def between(self, start_ns: int, end_ns: int) -> pa.Table:
         """The rows started in [start_ns, end_ns): seconds of a trial, never all of it."""

@@ -16,17 +16,20 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from results.figures import metrics, scan
+from results.figures.batch import Batch
 
 # The request columns these figures read (``stage`` and ``bypass`` are absent from older runs).
 COLUMNS = ("strategy", "stage", "op", "in_window", "t_intended_ns", "t_start_ns", "latency_ns",
            "outcome", "origin_called", "origin_ns", "pool_wait_ns", "bypass", "error")
+# What the second pass reads (the values of the quantiles, and what selects and groups them).
+SECOND_COLUMNS = ("strategy", "stage", "op", "in_window", "latency_ns", "origin_called",
+                  "origin_ns", "pool_wait_ns")
 LATENCY_COLUMNS = ("p50_ms", "p90_ms", "p99_ms", "p999_ms", "max_ms")
 STAGE_KEYS = ("strategy", "stage", "op")
 _NAMES = {"op": "endpoint"}  # how a grouping column is named in the figures
-Select = Callable[[pa.Table], pa.Table]
+Select = Callable[[Batch], np.ndarray]  # a batch -> the mask of the rows a grouping keeps
 
 
 @dataclass(frozen=True)
@@ -51,19 +54,21 @@ class _Group:
     bypass_known: bool = True
 
 
-def window_requests(rows: pa.Table) -> pa.Table:
+def everything(b: Batch) -> np.ndarray:
+    return np.ones(b.n, bool)
+
+
+def window_requests(b: Batch) -> np.ndarray:
     """The clients' requests of the window: what a strategy's latency figures are over."""
-    return metrics.client_requests(rows.filter(pc.fill_null(rows["in_window"], False)))
+    return np.asarray(b.client_requests() & b.in_window(), bool)
 
 
-def window_reads(rows: pa.Table) -> pa.Table:
-    return metrics.reads(rows.filter(pc.fill_null(rows["in_window"], False)))
+def window_reads(b: Batch) -> np.ndarray:
+    return np.asarray(b.reads() & b.in_window(), bool)
 
 
-def after_warmup(rows: pa.Table) -> pa.Table:
-    reads = metrics.reads(rows)
-    return reads.filter(pc.greater_equal(reads["stage"], 0)) if "stage" in reads.column_names \
-        else reads.slice(0, 0)
+def after_warmup(b: Batch) -> np.ndarray:
+    return b.reads() & (b.ints("stage") >= 0) if b.has("stage") else np.zeros(b.n, bool)
 
 
 def scan_groups(rows: pa.Table | scan.Source,
@@ -73,45 +78,94 @@ def scan_groups(rows: pa.Table | scan.Source,
     source = rows if callable(rows) else scan.table_source(rows)
     folds: list[dict[tuple[Any, ...], _Group]] = [{} for _ in groupings]
     for second in (False, True):
-        for batch in source(COLUMNS):
-            table = pa.Table.from_batches([batch])
+        for batch in source(SECOND_COLUMNS if second else COLUMNS):
+            view = Batch(batch)
             for grouping, groups in zip(groupings, folds, strict=True):
-                _fold(grouping, groups, grouping.select(table), second)
+                _fold(grouping, groups, view, second)
     return [_results(g, groups) for g, groups in zip(groupings, folds, strict=True)]
 
 
-def _fold(grouping: Grouping, groups: dict[tuple[Any, ...], _Group], rows: pa.Table, second: bool) -> None:
-    if rows.num_rows == 0:
+def _keys(b: Batch, keys: Sequence[str], kept: np.ndarray) -> tuple[list[tuple[Any, ...]], np.ndarray]:
+    """The groups among the kept rows: their key values (None for a column the rows lack), and
+    each kept row's group number."""
+    columns: list[np.ndarray] = []
+    decoders: dict[str, Callable[[int], Any]] = {}
+    for k in keys:
+        if not b.has(k):
+            continue
+        if k == "stage":
+            columns.append(b.ints(k)[kept])
+            decoders[k] = int
+        else:
+            codes, names = b.codes(k)
+            columns.append(codes[kept])
+            decoders[k] = names.__getitem__
+    if not columns:
+        return [tuple(None for _ in keys)], np.zeros(int(kept.sum()), np.int64)
+    found, inverse = _distinct_rows(columns)
+    keyed = []
+    for row in found:
+        values = iter(row)
+        keyed.append(tuple(decoders[k](int(next(values))) if k in decoders else None for k in keys))
+    return keyed, inverse
+
+
+def _distinct_rows(columns: Sequence[np.ndarray]) -> tuple[list[list[int]], np.ndarray]:
+    """The distinct rows of small-integer columns, and each row's index among them, in O(n):
+    the columns packed into one number (mixed radix), counted, looked up."""
+    lows = [int(c.min()) for c in columns]
+    radices = [int(c.max()) - low + 1 for c, low in zip(columns, lows, strict=True)]
+    packed = np.zeros(columns[0].size, np.int64)
+    for c, low, radix in zip(columns, lows, radices, strict=True):
+        packed = packed * radix + (c - low)
+    present = np.flatnonzero(np.bincount(packed))
+    lookup = np.full(int(packed.max()) + 1, -1, np.int64)
+    lookup[present] = np.arange(present.size)
+    rows = []
+    for packed_value in present.tolist():
+        digits, rest = [], packed_value
+        for low, radix in zip(reversed(lows), reversed(radices), strict=True):
+            rest, digit = divmod(rest, radix)
+            digits.append(digit + low)
+        rows.append(digits[::-1])
+    return rows, lookup[packed]
+
+
+def _fold(grouping: Grouping, groups: dict[tuple[Any, ...], _Group], b: Batch,
+          second: bool) -> None:
+    kept = grouping.select(b)
+    if not kept.any():
         return
-    keys = [k for k in grouping.keys if k in rows.column_names]
-    found = rows.group_by(keys).aggregate([]).to_pylist() if keys else [{}]
-    for values in found:
-        key = tuple(values.get(k) for k in grouping.keys)
-        part = _select(rows, values)
+    names, member = _keys(b, grouping.keys, kept)
+    latency = b.ints("latency_ns")[kept]
+    called = b.ints("origin_called")[kept] > 0
+    pool, origin = b.ints("pool_wait_ns")[kept], b.ints("origin_ns")[kept]
+    for g, key in enumerate(names):
+        mine = member == g
         group = groups.setdefault(key, _Group())
-        called = part.filter(pc.greater(part["origin_called"], 0))
-        inputs = [(group.latency, part["latency_ns"]), (group.pool_wait, called["pool_wait_ns"]),
-                  (group.query, called["origin_ns"])]
-        for q, column in inputs:
-            values_ns = _ints(column)
-            q.keep(values_ns) if second else q.count(values_ns)
+        mine_called = mine & called
+        inputs = [(group.latency, latency[mine]), (group.pool_wait, pool[mine_called]),
+                  (group.query, origin[mine_called])]
+        for q, values in inputs:
+            q.keep(values) if second else q.count(values)
         if not second:
-            _count(group, part)
+            _count(group, b, np.flatnonzero(kept)[mine])
 
 
-def _count(group: _Group, part: pa.Table) -> None:
+def _count(group: _Group, b: Batch, rows: np.ndarray) -> None:
     c = group.counts
-    c["requests"] += part.num_rows
-    c["errors"] += _sum(pc.equal(part["outcome"], "error"))
-    c["hits"] += _sum(pc.equal(part["outcome"], "hit"))
-    c["origin_calls"] += _sum(part["origin_called"])
-    if "bypass" in part.column_names:
-        c["bypassed"] += _sum(part["bypass"])
+    c["requests"] += rows.size
+    c["errors"] += int(b.outcome("error")[rows].sum())
+    c["hits"] += int(b.outcome("hit")[rows].sum())
+    c["origin_calls"] += int(b.ints("origin_called")[rows].sum())
+    if b.has("bypass"):
+        c["bypassed"] += int(b.flag("bypass")[rows].sum())
     else:
         group.bypass_known = False
-    for name, count in metrics.sends(part).items():
-        c[name] += count
-    lo, hi = pc.min(part["t_intended_ns"]).as_py(), pc.max(part["t_intended_ns"]).as_py()
+    c["late_sends"] += int(b.late()[rows].sum())
+    c["dropped_sends"] += int(b.dropped()[rows].sum())
+    intended = b.ints("t_intended_ns")[rows]
+    lo, hi = int(intended.min()), int(intended.max())
     group.first_ns = lo if group.first_ns is None else min(group.first_ns, lo)
     group.last_ns = hi if group.last_ns is None else max(group.last_ns, hi)
 
@@ -150,7 +204,7 @@ def _figures(group: _Group, latency_only: bool) -> dict[str, Any]:
 
 def latency_figures(rows: pa.Table | scan.Source) -> dict[str, Any]:
     """Exact p50/p90/p99/p99.9/max over every row given (errors included) and the error rate."""
-    (found,) = scan_groups(rows, [Grouping((), lambda t: t, latency_only=True)])
+    (found,) = scan_groups(rows, [Grouping((), everything, latency_only=True)])
     return found[0] if found else {"requests": 0, "errors": 0, "error_rate": float("nan"),
                                    **dict.fromkeys(LATENCY_COLUMNS, float("nan"))}
 
@@ -160,7 +214,7 @@ def group_figures(rows: pa.Table | scan.Source, keys: Sequence[str]) -> list[dic
     left out: latency figures, rate, hit and bypass shares, origin calls, open-loop sends, and
     pool wait and query p99 over the rows that reached the origin (experiment 003: a light
     endpoint whose latency is pool wait shows it next to its short query time)."""
-    (found,) = scan_groups(rows, [Grouping(tuple(keys), metrics.reads)])
+    (found,) = scan_groups(rows, [Grouping(tuple(keys), Batch.reads)])
     return found
 
 
@@ -168,20 +222,3 @@ def stage_rows(rows: pa.Table | scan.Source) -> list[dict[str, Any]]:
     """One dict per (strategy, stage, endpoint) over the rows after warm-up (stage >= 0)."""
     (found,) = scan_groups(rows, [Grouping(STAGE_KEYS, after_warmup)])
     return found
-
-
-def _select(rows: pa.Table, group: Mapping[str, Any]) -> pa.Table:
-    mask = None
-    for key, value in group.items():
-        term = pc.is_null(rows[key]) if value is None else pc.equal(rows[key], value)
-        mask = term if mask is None else pc.and_(mask, term)
-    return rows if mask is None else rows.filter(mask)
-
-
-def _sum(column: pa.ChunkedArray | pa.Array) -> int:
-    return int(pc.sum(column).as_py() or 0)  # nulls are left out
-
-
-def _ints(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return np.asarray(column.to_numpy(zero_copy_only=False) if len(column) else [], np.int64)
-

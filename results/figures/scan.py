@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 
 Source = Callable[[Sequence[str]], Iterable[pa.RecordBatch]]
 BATCH_ROWS = 1 << 20
@@ -34,22 +35,56 @@ def table_source(table: pa.Table) -> Source:
 
 
 def dataset_source(dataset: ds.Dataset, where: ds.Expression | None = None) -> Source:
-    """Rows of a Parquet dataset (one trial's partition, or a run's), read batch by batch."""
+    """Rows of a Parquet dataset (one trial's partition, or a run's), read row group by row
+    group: memory holds one row group's columns, however large a file is (pyarrow's scanner
+    read whole files ahead). ``where`` selects partitions (``trial == N``), nothing finer."""
     names = set(dataset.schema.names)
+    dictionaries = _dictionary_columns(dataset)
 
     def batches(columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
         kept = [c for c in columns if c in names]
-        yield from dataset.to_batches(columns=kept, filter=where, batch_size=BATCH_ROWS)
+        for fragment in dataset.get_fragments(filter=where):
+            file = pq.ParquetFile(fragment.path, read_dictionary=dictionaries)
+            own = [c for c in kept if c in file.schema_arrow.names]
+            partition = ds.get_partition_keys(fragment.partition_expression)
+            for batch in file.iter_batches(batch_size=BATCH_ROWS, columns=own):
+                yield _with_partition(batch, kept, partition)
     return batches
+
+
+def _dictionary_columns(dataset: ds.Dataset) -> list[str]:
+    fmt = getattr(dataset, "format", None)
+    options = getattr(fmt, "read_options", None)
+    return sorted(getattr(options, "dictionary_columns", None) or [])
+
+
+def _with_partition(batch: pa.RecordBatch, kept: Sequence[str],
+                    partition: dict[str, object]) -> pa.RecordBatch:
+    """The batch with the partition columns asked for (``trial``) filled in."""
+    missing = [c for c in kept if c not in batch.schema.names and c in partition]
+    if not missing:
+        return batch
+    arrays = [*batch.columns, *(pa.array([partition[c]] * batch.num_rows) for c in missing)]
+    return pa.RecordBatch.from_arrays(arrays, names=[*batch.schema.names, *missing])
 
 
 def buckets(values: np.ndarray) -> np.ndarray:
     """Each value's bucket, in the values' order: below 2**SUB_BITS one per value, then 64 per
     power of two (log-linear, as HdrHistogram); negative values share bucket 0. Exact for values
-    below 2**53 (nanoseconds: 104 days)."""
-    v = np.maximum(values.astype(np.int64, copy=False), 0)
-    octave = np.maximum(np.floor(np.log2(np.maximum(v, 1))).astype(np.int64) - SUB_BITS + 1, 0)
-    return octave * BUCKETS_PER_OCTAVE + (v >> octave)
+    below 2**53 (nanoseconds: 104 days): the power of two is read off the float's exponent bits."""
+    v = np.maximum(values.astype(np.int64, copy=False), 1)
+    exponent = (v.astype(np.float64).view(np.int64) >> 52) - 1023  # floor(log2(v)), v >= 1
+    octave = np.maximum(exponent - SUB_BITS + 1, 0)
+    return np.asarray(octave * BUCKETS_PER_OCTAVE + (v >> octave) * (values > 0), np.int64)
+
+
+def bucket_bounds(bucket: int) -> tuple[int, int]:
+    """The values [low, high) of one bucket (the inverse of ``buckets``; bucket 0 holds every
+    value below 1)."""
+    if bucket == 0:
+        return -(2**63), 1
+    octave, offset = divmod(bucket, BUCKETS_PER_OCTAVE)
+    return offset << octave, (offset + 1) << octave
 
 
 @dataclass
@@ -62,6 +97,7 @@ class Quantiles:
     n: int = 0
     peak: int | None = None
     _wanted: np.ndarray | None = None
+    _bounds: list[tuple[int, int]] = field(default_factory=list)
     _kept: list[np.ndarray] = field(default_factory=list)
 
     def count(self, values: np.ndarray) -> None:
@@ -81,7 +117,11 @@ class Quantiles:
         if self._wanted is None:
             cumulative = np.cumsum(self.counts)
             self._wanted = np.unique(np.searchsorted(cumulative, self._ranks(), side="right"))
-        self._kept.append(values[np.isin(buckets(values), self._wanted)])
+            self._bounds = [bucket_bounds(int(b)) for b in self._wanted]
+        mask = np.zeros(values.size, bool)
+        for low, high in self._bounds:
+            mask |= (values >= low) & (values < high)
+        self._kept.append(values[mask])
 
     def result(self) -> list[float]:
         """The quantiles in the values' unit (NaN for none)."""

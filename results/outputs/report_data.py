@@ -80,7 +80,8 @@ def load(root: Path) -> RunData:
         if plan is not None:
             data.timelines.append(timeline(dataset, row, plan, float(meta["spec"]["seconds"]),
                                            events.get(int(row["trial"]))))
-    data.latency, data.endpoints, data.stages = _strategy_figures(dataset, trials)
+    data.latency, data.endpoints, data.stages = _strategy_figures(
+        rundir.requests_dataset(root, dictionaries=True), trials)
     if len({r["stage"] for r in data.stages}) < 2:
         data.stages = []  # one stage: the per-endpoint table says it all
     data.versions = version_panels(dataset, trials, plans)

@@ -23,7 +23,7 @@ def render_summary(root: Path, events: bool = False) -> str:
     if load:
         parts.append("\n" + table.render_load(trials))
     if stages:
-        figures = report_data.stage_figures(rundir.requests_dataset(root), trials)
+        figures = report_data.stage_figures(rundir.requests_dataset(root, dictionaries=True), trials)
         parts.append("\nper stage and endpoint (after warm-up):\n" + table.render_stages(figures))
     rows = event_table.event_rows(root) if events else []
     if rows:

@@ -169,6 +169,15 @@ def read_statements(root: Path) -> pa.Table | None:
     return pq.read_table(path) if path.exists() else None
 
 
-def requests_dataset(root: Path) -> ds.Dataset:
-    """All request rows; ``trial`` comes from the Hive partition directory names."""
-    return ds.dataset(root / "requests", format="parquet", partitioning="hive")
+def requests_dataset(root: Path, dictionaries: bool = False) -> ds.Dataset:
+    """All request rows; ``trial`` comes from the Hive partition directory names.
+    ``dictionaries``: the string columns read dictionary-encoded (the scans' way: codes, not
+    millions of Python strings)."""
+    fmt: ds.FileFormat | str = "parquet"
+    if dictionaries:
+        fmt = ds.ParquetFileFormat(read_options=ds.ParquetReadOptions(
+            dictionary_columns=set(DICTIONARY_COLUMNS)))
+    return ds.dataset(root / "requests", format=fmt, partitioning="hive")
+
+
+DICTIONARY_COLUMNS = ("run_id", "strategy", "worker", "key", "op", "outcome", "error")

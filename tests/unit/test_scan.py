@@ -16,6 +16,7 @@ def test_two_pass_quantiles_are_numpy_s_exactly(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 200_000))
     values = (rng.lognormal(14, 1.5, n) * (rng.random(n) < 0.99)).astype(np.int64)  # zeros too
+    values[rng.random(n) < 0.001] = -5  # and a few below zero (a clock step)
     chunks = np.array_split(values, int(rng.integers(1, 9)))
     q = scan.Quantiles(QS)
     for feed in (q.count, q.keep):
@@ -25,9 +26,14 @@ def test_two_pass_quantiles_are_numpy_s_exactly(seed: int) -> None:
     assert q.peak == values.max()
 
 
-def test_buckets_follow_the_values_order() -> None:
-    values = np.unique(np.concatenate([np.arange(0, 5000), np.geomspace(1, 2**52, 4000).astype(np.int64)]))
-    assert np.all(np.diff(scan.buckets(values)) >= 0)
+def test_buckets_follow_the_values_order_and_their_bounds_hold_them() -> None:
+    values = np.unique(np.concatenate([np.arange(-3, 5000),
+                                       np.geomspace(1, 2**52, 4000).astype(np.int64)]))
+    found = scan.buckets(values)
+    assert np.all(np.diff(found) >= 0)
+    for value, bucket in zip(values[::97], found[::97], strict=True):
+        low, high = scan.bucket_bounds(int(bucket))
+        assert low <= value < high
 
 
 def test_the_second_pass_keeps_few_values() -> None:
