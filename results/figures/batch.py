@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from results.figures import scan
 from results.store.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
 
 _LATE_NS = round(LATE_MS * 1e6)
@@ -25,6 +26,7 @@ class Batch:
         self.table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
         self.n = self.table.num_rows
         self._ints: dict[str, np.ndarray] = {}
+        self._buckets: dict[str, np.ndarray] = {}
         self._codes: dict[str, tuple[np.ndarray, list[str | None]]] = {}
 
     def has(self, name: str) -> bool:
@@ -37,6 +39,12 @@ class Batch:
                 self.table[name].type) else False)
             self._ints[name] = np.asarray(column.to_numpy(), np.int64)
         return self._ints[name]
+
+    def buckets(self, name: str) -> np.ndarray:
+        """A column's quantile buckets (results.figures.scan.buckets), made once per batch."""
+        if name not in self._buckets:
+            self._buckets[name] = scan.buckets(self.ints(name))
+        return self._buckets[name]
 
     def flag(self, name: str) -> np.ndarray:
         return np.asarray(self.ints(name) != 0, bool)

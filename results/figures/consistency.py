@@ -118,7 +118,7 @@ def consistency_figures(rows: pa.Table | scan.Source) -> dict[str, object]:
     source = rows if callable(rows) else scan.table_source(rows)
     writes_seen, total = [], 0
     for batch in source(COLUMNS):
-        table = pa.Table.from_batches([batch])
+        table = scan.plain(batch)
         writes_seen.append(table.filter(metrics.is_write(table)))
         total += _sum(served(table)["in_window"])
     writes = committed_writes(pa.concat_tables(writes_seen))
@@ -127,7 +127,7 @@ def consistency_figures(rows: pa.Table | scan.Source) -> dict[str, object]:
     if writes.num_rows:
         newest, invalidated = committed(writes), _invalidated(successful_writes(writes))
         for batch in source(COLUMNS):
-            table = pa.Table.from_batches([batch])
+            table = scan.plain(batch)
             reads = served(table)
             behind = newest.before(reads["key"], _ints(reads["t_start_ns"])) > _ints(reads["version_served"])
             window = np.asarray(pc.fill_null(reads["in_window"], False).to_numpy(zero_copy_only=False), bool)

@@ -137,37 +137,43 @@ def _fold(grouping: Grouping, groups: dict[tuple[Any, ...], _Group], b: Batch,
     if not kept.any():
         return
     names, member = _keys(b, grouping.keys, kept)
+    found = [groups.setdefault(key, _Group()) for key in names]
     latency = b.ints("latency_ns")[kept]
     called = b.ints("origin_called")[kept] > 0
-    pool, origin = b.ints("pool_wait_ns")[kept], b.ints("origin_ns")[kept]
-    for g, key in enumerate(names):
-        mine = member == g
-        group = groups.setdefault(key, _Group())
-        mine_called = mine & called
-        inputs = [(group.latency, latency[mine]), (group.pool_wait, pool[mine_called]),
-                  (group.query, origin[mine_called])]
-        for q, values in inputs:
-            q.keep(values) if second else q.count(values)
-        if not second:
-            _count(group, b, np.flatnonzero(kept)[mine])
-
-
-def _count(group: _Group, b: Batch, rows: np.ndarray) -> None:
-    c = group.counts
-    c["requests"] += rows.size
-    c["errors"] += int(b.outcome("error")[rows].sum())
-    c["hits"] += int(b.outcome("hit")[rows].sum())
-    c["origin_calls"] += int(b.ints("origin_called")[rows].sum())
-    if b.has("bypass"):
-        c["bypassed"] += int(b.flag("bypass")[rows].sum())
+    if second:
+        for g, group in enumerate(found):
+            group.latency.keep(latency[member == g])
     else:
-        group.bypass_known = False
-    c["late_sends"] += int(b.late()[rows].sum())
-    c["dropped_sends"] += int(b.dropped()[rows].sum())
-    intended = b.ints("t_intended_ns")[rows]
-    lo, hi = int(intended.min()), int(intended.max())
-    group.first_ns = lo if group.first_ns is None else min(group.first_ns, lo)
-    group.last_ns = hi if group.last_ns is None else max(group.last_ns, hi)
+        _count(found, b, kept, member, latency)
+    for g, group in enumerate(found):  # the origin calls: few
+        mine = called & (member == g)
+        for q, name in ((group.pool_wait, "pool_wait_ns"), (group.query, "origin_ns")):
+            values = b.ints(name)[kept][mine]
+            q.keep(values) if second else q.count(values)
+
+
+def _count(found: Sequence[_Group], b: Batch, kept: np.ndarray, member: np.ndarray,
+           latency: np.ndarray) -> None:
+    """The first pass over one batch's kept rows, every group at once (bincounts by group)."""
+    n = len(found)
+    cells = scan.bucket_count(member, b.buckets("latency_ns")[kept], n)
+    masks = {"errors": b.outcome("error"), "hits": b.outcome("hit"), "late_sends": b.late(),
+             "dropped_sends": b.dropped(), "bypassed": b.flag("bypass") if b.has("bypass") else None}
+    sums = {name: np.bincount(member[mask[kept]], minlength=n) if mask is not None
+            else np.zeros(n, np.int64) for name, mask in masks.items()}
+    sums["requests"] = np.bincount(member, minlength=n)
+    calls = b.ints("origin_called")[kept]
+    sums["origin_calls"] = np.bincount(member[calls > 0], weights=calls[calls > 0], minlength=n)
+    intended = b.ints("t_intended_ns")[kept]
+    for g, group in enumerate(found):
+        mine = member == g
+        group.latency.add_counts(cells[g], latency[mine])
+        for name, total in sums.items():
+            group.counts[name] += int(total[g])
+        group.bypass_known = group.bypass_known and b.has("bypass")
+        lo, hi = int(intended[mine].min()), int(intended[mine].max())
+        group.first_ns = lo if group.first_ns is None else min(group.first_ns, lo)
+        group.last_ns = hi if group.last_ns is None else max(group.last_ns, hi)
 
 
 def _results(grouping: Grouping, groups: Mapping[tuple[Any, ...], _Group]) -> list[dict[str, Any]]:

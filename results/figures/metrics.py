@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from results.figures import scan
+from results.figures.batch import Batch
 from results.store.schema import (
     DROPPED,
     LATE_MS,
@@ -107,6 +108,8 @@ def client_requests(rows: pa.Table) -> pa.Table:
 COLUMNS = ("worker", "op", "in_window", "outcome", "latency_ns", "local_hit", "error",
            "origin_called", "fallback", "stale_age_ns", "t_start_ns", "t_intended_ns", "key",
            "origin_start_ns", "origin_ns", "refresh_of_ns", "pool_wait_ns")
+# What the second pass reads.
+SECOND_COLUMNS = ("op", "in_window", "outcome", "latency_ns", "local_hit", "stale_age_ns")
 # The columns of the origin-call rows kept for the events, peaks and faults (few rows).
 CALL_COLUMNS = ("key", "op", "in_window", "origin_called", "fallback", "t_start_ns",
                 "origin_start_ns", "origin_ns", "refresh_of_ns", "pool_wait_ns", "outcome")
@@ -141,10 +144,11 @@ def scan_trial(rows: pa.Table | scan.Source, window: Window, floor_ms: float) ->
     source = rows if callable(rows) else scan.table_source(rows)
     folds = _Folds()
     for batch in source(COLUMNS):
-        folds.first(pa.Table.from_batches([batch]))
-    for batch in source(COLUMNS):
-        folds.second(pa.Table.from_batches([batch]))
+        folds.first(Batch(batch))
+    for batch in source(SECOND_COLUMNS):
+        folds.second(Batch(batch))
     return folds.result(window, floor_ms)
+
 
 
 _COUNTED = ("requests", "errors", "stale_served", "waits", "local_hits", "window_origin_calls",
@@ -164,48 +168,50 @@ class _Folds:
     remote: scan.Quantiles = field(default_factory=lambda: scan.Quantiles((0.5,)))
     stale_age: scan.Quantiles = field(default_factory=lambda: scan.Quantiles((0.5,)))
 
-    def first(self, rows: pa.Table) -> None:
-        reads_ = reads(rows)
-        self.counts["origin_calls_total"] += _sum(rows["origin_called"])
-        self.counts["client_requests_all"] += client_requests(reads_).num_rows
-        self._firsts(rows)
-        called = rows.filter(pc.greater(rows["origin_called"], 0))
-        if called.num_rows:
-            self.called.append(called.select([c for c in CALL_COLUMNS if c in called.column_names]))
-        everything = reads_.filter(reads_["in_window"])
-        win = client_requests(everything)
+    def first(self, b: Batch) -> None:
         c = self.counts
-        c["requests"] += win.num_rows
-        c["errors"] += _sum(pc.equal(win["outcome"], "error"))
-        c["stale_served"] += _sum(pc.equal(win["outcome"], "stale"))
-        c["waits"] += _sum(pc.equal(win["outcome"], "waited"))
-        c["local_hits"] += _sum(win["local_hit"])
-        c["window_origin_calls"] += _sum(everything["origin_called"])
-        c["refreshes"] += _sum(pc.equal(everything["op"], REFRESH_OP))
-        c["fallback_calls"] += _fallback_calls(everything)
-        for name, count in sends(win).items():
-            c[name] += count
-        _count_errors(self.errors, everything)
-        for q, values in self._quantile_inputs(win):
+        calls = b.ints("origin_called")
+        reads_, clients, window = b.reads(), b.client_requests(), b.in_window()
+        c["origin_calls_total"] += int(calls.sum())
+        c["client_requests_all"] += int(clients.sum())
+        self._firsts(b)
+        if (calls > 0).any():
+            called = b.table.filter(pa.array(calls > 0))
+            self.called.append(scan.plain(called.select([x for x in CALL_COLUMNS
+                                                         if x in called.column_names])))
+        everything, win = reads_ & window, clients & window
+        c["requests"] += int(win.sum())
+        for name, outcome in (("errors", "error"), ("stale_served", "stale"), ("waits", "waited")):
+            c[name] += int((b.outcome(outcome) & win).sum())
+        c["local_hits"] += int(b.ints("local_hit")[win].sum())
+        c["window_origin_calls"] += int(calls[everything].sum())
+        c["refreshes"] += int((b.is_in("op", (REFRESH_OP,)) & everything).sum())
+        if b.has("fallback"):
+            c["fallback_calls"] += int(calls[everything & b.flag("fallback")].sum())
+        c["late_sends"] += int((b.late() & win).sum())
+        c["dropped_sends"] += int((b.dropped() & win).sum())
+        _count_errors(self.errors, b, everything)
+        for q, values in self._quantile_inputs(b, win):
             q.count(values)
 
-    def second(self, rows: pa.Table) -> None:
-        read = reads(rows)
-        win = client_requests(read.filter(read["in_window"]))
-        for q, values in self._quantile_inputs(win):
+    def second(self, b: Batch) -> None:
+        for q, values in self._quantile_inputs(b, b.client_requests() & b.in_window()):
             q.keep(values)
 
-    def _quantile_inputs(self, win: pa.Table) -> list[tuple[scan.Quantiles, np.ndarray]]:
-        remote = win.filter(pc.equal(win["local_hit"], 0))
-        stale = win.filter(pc.equal(win["outcome"], "stale"))
-        return [(self.latency, _ints(win["latency_ns"])), (self.remote, _ints(remote["latency_ns"])),
-                (self.stale_age, _ints(stale["stale_age_ns"]))]
+    def _quantile_inputs(self, b: Batch, win: np.ndarray) -> list[tuple[scan.Quantiles, np.ndarray]]:
+        latency = b.ints("latency_ns")
+        remote = win & (b.ints("local_hit") == 0)
+        stale = win & b.outcome("stale")
+        return [(self.latency, latency[win]), (self.remote, latency[remote]),
+                (self.stale_age, b.ints("stale_age_ns")[stale])]
 
-    def _firsts(self, rows: pa.Table) -> None:
-        if "worker" not in rows.column_names or rows.num_rows == 0:
+    def _firsts(self, b: Batch) -> None:
+        if not b.has("worker") or b.n == 0:
             return
-        for row in rows.group_by("worker").aggregate([("t_start_ns", "min")]).to_pylist():
-            name, first = str(row["worker"]), int(row["t_start_ns_min"])
+        codes, names = b.codes("worker")
+        starts = b.ints("t_start_ns")
+        for code in np.unique(codes).tolist():
+            name, first = str(names[code]), int(starts[codes == code].min())
             self.firsts[name] = min(first, self.firsts.get(name, first))
 
     def result(self, window: Window, floor_ms: float) -> Scanned:
@@ -241,26 +247,13 @@ class _Folds:
         return Scanned(figures, called, self.firsts, c["client_requests_all"])
 
 
-def _sum(column: pa.ChunkedArray | pa.Array) -> int:
-    return int(pc.sum(column).as_py() or 0)
-
-
-def _ints(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return np.asarray(column.to_numpy(zero_copy_only=False) if len(column) else [], np.int64)
-
-
-def _fallback_calls(rows: pa.Table) -> int:
-    """Origin calls of requests the origin answered because the cache failed."""
-    answered = rows.filter(rows["fallback"])
-    return int(pc.sum(answered["origin_called"]).as_py() or 0)
-
-
-def _count_errors(found: dict[str, int], rows: pa.Table) -> None:
-    """Add the rows' errors (their first 60 characters) to ``found``."""
-    errors = rows.filter(pc.is_valid(rows["error"]))["error"]
-    if len(errors):
-        for c in pc.value_counts(pc.utf8_slice_codeunits(errors, 0, 60)).to_pylist():
-            found[c["values"]] = found.get(c["values"], 0) + int(c["counts"])
+def _count_errors(found: dict[str, int], b: Batch, rows: np.ndarray) -> None:
+    """Add the ``rows``' errors (their first 60 characters) to ``found``."""
+    codes, names = b.codes("error")
+    counts = np.bincount(codes[rows & (codes >= 0)], minlength=len(names))
+    for code in np.flatnonzero(counts).tolist():
+        text = str(names[code])[:60]
+        found[text] = found.get(text, 0) + int(counts[code])
 
 
 def _error_types(found: dict[str, int]) -> str:

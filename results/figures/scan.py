@@ -34,6 +34,14 @@ def table_source(table: pa.Table) -> Source:
     return batches
 
 
+def plain(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """A batch as a table with its dictionary-read strings decoded (for table-level code)."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    fields = [pa.field(f.name, f.type.value_type) if pa.types.is_dictionary(f.type) else f
+              for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
 def dataset_source(dataset: ds.Dataset, where: ds.Expression | None = None) -> Source:
     """Rows of a Parquet dataset (one trial's partition, or a run's), read row group by row
     group: memory holds one row group's columns, however large a file is (pyarrow's scanner
@@ -78,6 +86,12 @@ def buckets(values: np.ndarray) -> np.ndarray:
     return np.asarray(octave * BUCKETS_PER_OCTAVE + (v >> octave) * (values > 0), np.int64)
 
 
+def bucket_count(group: np.ndarray, bucket: np.ndarray, groups: int) -> np.ndarray:
+    """Values per (group, bucket), every group in one bincount: shape (groups, buckets)."""
+    return np.bincount(group * _BUCKETS + bucket, minlength=groups * _BUCKETS).reshape(
+        groups, _BUCKETS)
+
+
 def bucket_bounds(bucket: int) -> tuple[int, int]:
     """The values [low, high) of one bucket (the inverse of ``buckets``; bucket 0 holds every
     value below 1)."""
@@ -102,7 +116,12 @@ class Quantiles:
 
     def count(self, values: np.ndarray) -> None:
         if values.size:
-            self.counts += np.bincount(buckets(values), minlength=_BUCKETS)[:_BUCKETS]
+            self.add_counts(np.bincount(buckets(values), minlength=_BUCKETS)[:_BUCKETS], values)
+
+    def add_counts(self, counts: np.ndarray, values: np.ndarray) -> None:
+        """The first pass, with ``values``' bucket counts already made (``bucket_count``)."""
+        if values.size:
+            self.counts += counts
             self.n += int(values.size)
             top = int(values.max())
             self.peak = top if self.peak is None else max(self.peak, top)
