@@ -20,6 +20,7 @@ from coordinator.config import LaunchConfig
 from coordinator.defaults import Timing
 from coordinator.faults import spec as fault_spec
 from coordinator.liveness import LossPolicy
+from coordinator.origin.user import Counter
 from coordinator.plan import ExpiryMode
 from model.services import RedisPath, Services, mask_url
 from model.workload import Workload
@@ -52,6 +53,10 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "expiry": config.expiry.value,
         "workload": config.workload.to_json(), "embedded_stack": config.embedded,
         "on_worker_loss": config.on_worker_loss.value, "redis_client": config.redis_client.value,
+        # services given by URL beside the embedded stack (their URLs are given again to rerun)
+        "given": sorted(k for k, v in vars(config.given).items() if v) if config.given else [],
+        "counter": {"url": mask_url(config.counter.url) if config.counter.url else "",
+                    "name": config.counter.name},
     })
     return options
 
@@ -75,6 +80,7 @@ def config_of(options: Mapping[str, Any], out: Path, services: Services | None) 
             on_worker_loss=LossPolicy(options.get("on_worker_loss", LossPolicy.CONTINUE)),
             # runs recorded before --redis-client ran on the pooled client
             redis_client=RedisPath(options.get("redis_client", RedisPath.POOLED)),
+            counter=Counter(**options.get("counter", {})),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ManifestError(f"the manifest's options do not make a run: {type(exc).__name__}: {exc}"

@@ -13,7 +13,8 @@ import redis
 from psycopg_pool import ConnectionPool
 
 from coordinator.caches import RunCaches
-from model.origin import EndpointLoader, OriginShape, ValueShaper
+from model.origin import OriginShape, ValueShaper
+from model.origins import loader_for
 from model.workload import Endpoint, Workload
 from strategies import Deps, Probe, StrategySpec, close_strategy
 from strategies.base import CacheServer, Servers
@@ -28,10 +29,10 @@ def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: rando
 
 class Primer:
     def __init__(self, workload: Workload, caches: RunCaches, locks: redis.Redis,
-                 pool: ConnectionPool, shape: OriginShape) -> None:
+                 pool: ConnectionPool | None, shape: OriginShape) -> None:
         self.workload, self.caches, self.locks = workload, caches, PlainCommands(locks)
         shaper = ValueShaper(workload.value_bytes, workload.compress)
-        self.loaders = {ep.name: EndpointLoader(pool, ep.query, shape, shaper)
+        self.loaders = {ep.name: loader_for(ep, workload.origin, pool, shape, shaper, 1)
                         for ep in workload.endpoints}
         # Loaded once, before any trial is placed on the clock: 24 heavy rankings take seconds,
         # which must not eat into a trial's lead time (its sends would start out late).

@@ -19,11 +19,12 @@ from coordinator.console import Console
 from coordinator.faults.injector import FaultReport, TrialHooks, fault_columns
 from coordinator.liveness import Liveness, Loss
 from coordinator.observe.board import BOARD
-from coordinator.origin import counters
+from coordinator.origin.user import origin_check
 from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
-from model.origin import MARKS, OriginShape
-from model.services import COORDINATOR_APP, Services, make_pool, redis_client
+from model.origin import OriginShape
+from model.origins import origin_pool
+from model.services import COORDINATOR_APP, Services, redis_client
 from model.wire import TrialResult, TrialSpec
 from results import checks, events, metrics, reports, transport
 from results.consistency import consistency_figures
@@ -51,7 +52,9 @@ class TrialRunner:
         self.span_s, self.products = span_s, products
         self.caches = RunCaches(services, {s.cache_server for s in config.strategies})
         self.locks = redis_client(services.lock_url, 4, retries=3)
-        self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
+        self.pool = origin_pool(services.origin_dsn, config.workload.origin, 1,
+                                app_name=COORDINATOR_APP, check=True)  # none: an HTTP origin
+        self.check = origin_check(config.workload, services, config.counter)  # the origin's count
         self.primer = Primer(config.workload, self.caches, self.locks, self.pool,
                              OriginShape(span_s, products))
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
@@ -71,7 +74,8 @@ class TrialRunner:
 
     def close(self) -> None:
         self.caches.close()
-        self.pool.close()
+        if self.pool is not None:
+            self.pool.close()
         self.locks.close()
 
     def run(self, plan: TrialPlan, of: int, workers: Sequence[str] | None = None) -> dict[str, Any]:
@@ -80,22 +84,22 @@ class TrialRunner:
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
         BOARD.trial_planned(plan)  # the phase metric (coordinator.observe); inert unless served
         self._prime(plan)
-        db_before = counters.origin_db_calls(self.services.origin_dsn)
-        statements_before = counters.statement_snapshot(self.services.origin_dsn)
+        db_before, statements_before = self.check.read(), self.check.statements()
         commands = CommandCounts(self.caches, plan.strategy.cache_server, self.locks, plan.start_ns)
         gathered, report = self._follow(plan, label, workers)
-        db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
+        db_after = self.check.read()
         commands.finish()
         statements = checks.statement_rows(
-            statements_before, counters.statement_snapshot(self.services.origin_dsn),
-            self.writer.root.name, plan.trial, tuple(MARKS.values()))
+            statements_before, self.check.statements(), self.writer.root.name, plan.trial,
+            self.check.marks, self.check.query_ids)
         self.last_lost = gathered.lost
         present = [(w, TrialResult.from_json(r))
                    for w, r in zip(workers, gathered.results, strict=True) if r]
         rows = self._gather_rows(plan, present)
         self.writer.write_requests(plan.trial, rows)
         results = [r for _, r in present]
-        summary = self._summarise(plan, rows, results, db_calls, len(workers))
+        summary = self._summarise(plan, rows, results, -1, len(workers))
+        summary.update(self.check.columns(db_before, db_after, summary["origin_calls_total"]))
         summary.update(self._events(plan, rows, summary["window_origin_calls"]))
         summary.update(checks.generator_figures(results))
         summary.update(fault_columns(report, plan.start_ns, rows, len(gathered.missing)))
@@ -306,6 +310,8 @@ def liveness_columns(gathered: dispatch.Gathered) -> dict[str, Any]:
 
 
 def _db_word(summary: dict[str, Any]) -> str:
+    if summary.get("db_check") == "unchecked":
+        return "unchecked"
     if summary["db_calls_match"]:
         return "match"
     return "MISMATCH" + (" (rows of a lost worker missing)" if summary["workers_lost"] else "")

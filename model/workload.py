@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from model.custom import CustomOrigin, InvalidOrigin
+
 MAX_KEYS = 1_000_000
 MAX_STAGES = 64
 PRIME_LIMIT = 10_000  # a single endpoint with more keys starts cold (priming costs a query each)
+MAX_KEY_LIST = 100_000  # keys named by the user (--keys-sql, --keys-file): they travel in each task
 
 
 class InvalidWorkload(ValueError):
@@ -34,6 +37,8 @@ class Query(enum.StrEnum):
     ORDERS = "orders"  # range aggregate over orders (experiment 000)
     PRODUCT = "product"  # primary-key product lookup (experiment 003, light)
     RANKING = "ranking"  # top 10 of a category by sales, full scan (experiment 003, heavy)
+    SQL = "sql"  # the user's own statement (--origin-sql; model.custom)
+    HTTP = "http"  # the user's own HTTP service (--origin-url; model.custom)
 
 
 @dataclass(frozen=True)
@@ -86,8 +91,17 @@ class Endpoint:
     ttl_ms: int
     weight: float = 1.0
     prime: bool = True  # prime every key before the trial (few keys); False: start cold
+    # The user's keys (--keys-sql, --keys-file), hottest first: the key set takes its first
+    # ``keys.count``. Empty: the built-in names ``query:0`` .. ``query:K-1``.
+    key_list: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if len(self.key_list) > MAX_KEY_LIST or len(self.key_list) < (self.keys.count
+                                                                        if self.key_list else 0):
+            raise InvalidWorkload(f"endpoint {self.name}: {len(self.key_list):,} keys named for "
+                                  f"a key set of {self.keys.count:,} (at most {MAX_KEY_LIST:,})")
+        if not all(isinstance(k, str) and 0 < len(k) <= 200 for k in self.key_list):
+            raise InvalidWorkload(f"endpoint {self.name}: keys are strings of 1 to 200 characters")
         if not self.name.isidentifier() or len(self.name) > 32:
             raise InvalidWorkload(f"endpoint name {self.name!r} is not a short identifier")
         if not 1 <= self.ttl_ms <= 24 * 3600 * 1000:
@@ -96,7 +110,10 @@ class Endpoint:
             raise InvalidWorkload(f"endpoint {self.name}: weight {self.weight} must be > 0")
 
     def key_names(self) -> list[str]:
-        """``product:0`` .. ``product:K-1``: the key's number selects the origin row or window."""
+        """``product:0`` .. ``product:K-1``: the key's number selects the origin row or window;
+        the user's keys as they named them."""
+        if self.key_list:
+            return list(self.key_list[: self.keys.count])
         return [f"{self.query.value}:{i}" for i in range(self.keys.count)]
 
 
@@ -113,6 +130,7 @@ class Workload:
     late_ms: float = 10.0  # open loop: a send this late counts as late
     drop_ms: float = 1000.0  # open loop: a send this late is dropped (an error row)
     seed: int = 1
+    origin: CustomOrigin = field(default_factory=CustomOrigin)  # the user's own origin, if any
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -157,6 +175,7 @@ class Workload:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("names")
+        data["origin"] = self.origin.to_json()
         return data
 
     @classmethod
@@ -170,7 +189,10 @@ class Workload:
             for name in ("rates", "bypass"):
                 if name in scalars:
                     scalars[name] = tuple(float(v) for v in scalars[name])
+            scalars["origin"] = CustomOrigin.from_json(scalars.get("origin"))
             return cls(endpoints=endpoints, **scalars)
+        except InvalidOrigin as exc:
+            raise InvalidWorkload(f"{exc.option}: {exc}") from None
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidWorkload):
                 raise
@@ -183,6 +205,7 @@ def _endpoint(data: Mapping[str, Any]) -> Endpoint:
         name=str(data["name"]), query=Query(data["query"]),
         keys=KeySet(KeyKind(keys["kind"]), int(keys["count"]), float(keys["exponent"])),
         ttl_ms=int(data["ttl_ms"]), weight=float(data["weight"]), prime=bool(data["prime"]),
+        key_list=tuple(data.get("key_list") or ()),
     )
 
 

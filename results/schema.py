@@ -164,6 +164,11 @@ TRIAL_SCHEMA = pa.schema(
         ("cache_commands_per_request", pa.float64()),
         ("lock_commands_per_request", pa.float64()),
         ("cache_server", pa.string()),  # redis or memcached: the trial's cache
+        # The origin's own count against the clients' (coordinator.origin.check): ok, mismatch,
+        # or unchecked (no counter to read: db_calls is then -1, db_calls_match false), and
+        # what was counted (or why nothing could be).
+        ("db_check", pa.string()),
+        ("db_check_detail", pa.string()),
     ]
 )
 

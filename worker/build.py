@@ -12,7 +12,8 @@ import pyarrow as pa
 import redis
 from psycopg_pool import ConnectionPool
 
-from model.origin import EndpointLoader, OriginShape, ValueShaper
+from model.origin import OriginShape, ValueShaper
+from model.origins import loader_for
 from model.wire import TrialSpec
 from model.workload import Workload
 from results.schema import REFRESH_OP, WRITE_OP
@@ -42,13 +43,14 @@ class Built:
         return Recorder(client, self.key_names, self.ops)
 
 
-def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPool,
+def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPool | None,
           background: Background | None = None, servers: Servers | None = None) -> Built:
     """Everything the client threads of this worker share, on this worker's clock."""
     workload = spec.workload_spec()
     shape = OriginShape(spec.origin_span_s, spec.products)
     shaper = ValueShaper(workload.value_bytes, workload.compress)
-    loaders = [EndpointLoader(pool, ep.query, shape, shaper) for ep in workload.endpoints]
+    loaders = [loader_for(ep, workload.origin, pool, shape, shaper, spec.pool_size)
+               for ep in workload.endpoints]
     strategy = spec.strategy_spec()
     built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background,
                                  _grid(spec, ep.ttl_ms), servers))

@@ -14,7 +14,8 @@ from typing import Any
 import pyarrow as pa
 
 from model.memcache import Memcache
-from model.services import RedisPath, Services, make_pool, redis_commands
+from model.origins import origin_pool
+from model.services import RedisPath, Services, redis_commands
 from model.wire import TrialResult, TrialSpec
 from results import transport
 from results.schema import REFRESH_OP
@@ -127,7 +128,7 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialR
     kind, cache_url, cache = trial_cache(spec, services)
     locks = redis_commands(RedisPath(spec.redis_client), services.lock_url, spec.clients,
                            spec.redis_max_connections)
-    pool = make_pool(services.origin_dsn, spec.pool_size)
+    pool = origin_pool(services.origin_dsn, spec.workload_spec().origin, spec.pool_size)
     refreshes = RefreshRows()
     try:
         floor = cache_floor_ns(kind, cache_url, cache)
@@ -142,7 +143,8 @@ def run_trial(spec: TrialSpec, services: Services, progress: Progress) -> TrialR
             background.close()
             metrics.COLLECTOR.finish(spec)
     finally:
-        pool.close()
+        if pool is not None:  # none for an HTTP origin
+            pool.close()
         cache.close()
         locks.close()
     batch = pa.Table.from_batches([r.to_batch() for r in group.recorders + refreshes.recorders])

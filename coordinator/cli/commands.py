@@ -23,6 +23,7 @@ from coordinator.cli.options import (
     service_options,
     strategy_list,
 )
+from coordinator.cli.origin_options import origin_options
 from coordinator.cli.rerun import rerun
 from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
@@ -92,6 +93,7 @@ def cli() -> None:
                    "owned by each thread, commands packed once) or pooled (redis.Redis over a "
                    "shared pool, as before); docs/redis-client.md [env STAMPEDE_REDIS_CLIENT].")
 @workload_options
+@origin_options
 @liveness_options
 @observe_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")
