@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import psycopg
 import pyarrow.parquet as pq
 import pytest
 
@@ -98,3 +99,25 @@ def test_rerun_needs_your_database_again_and_repeats_the_run(
     meta = json.loads((tmp_path / "again" / "run.json").read_text())
     assert meta["manifest"]["options"]["workload"]["endpoints"][0]["key_list"] == ["1"]
     assert "rerun: " in again.stdout
+
+
+def test_writes_only_with_write_sql_and_then_versioned(postgres_dsn: str, tmp_path: Path) -> None:
+    """--write-sql at --invalidate-rate: the user's own update, the keys' versions in key_writes
+    (the one table added, only now), the consistency figures; the ``$1`` placeholder form."""
+    dsn = own_database(postgres_dsn, "own_origin_writes")
+    out = tmp_path / "run"
+    done = coordinator("launch", "--origin-dsn", dsn, "--origin-sql",
+                       "SELECT id, body FROM own_items WHERE id = $1::int", "--keys-sql", KEYS_SQL,
+                       "--write-sql", "UPDATE own_items SET body = body || 'y' WHERE id = $1::int",
+                       "--invalidate-rate", "5", "--strategies", "lock-dc", "--workers", "1",
+                       "--clients", "4", "--seconds", "3", "--ttl", "1", "--out", str(out),
+                       timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (row,) = pq.read_table(out / "trials.parquet").to_pylist()
+    assert row["writes"] > 0 and row["db_check"] == "ok", row
+    assert tables(dsn) == {"own_items", "key_writes"}
+    with psycopg.connect(dsn) as conn:
+        body = conn.execute("SELECT body FROM own_items WHERE id = 1").fetchone()
+        versions = conn.execute("SELECT max(version) FROM key_writes WHERE key = '1'").fetchone()
+    assert body is not None and body[0].endswith("y")
+    assert versions is not None and versions[0] >= row["writes"]
