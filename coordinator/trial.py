@@ -56,7 +56,7 @@ class TrialRunner:
                                 app_name=COORDINATOR_APP, check=True)  # none: an HTTP origin
         self.check = origin_check(config.workload, services, config.counter)  # the origin's count
         self.primer = Primer(config.workload, self.caches, self.locks, self.pool,
-                             OriginShape(span_s, products))
+                             OriginShape(span_s, products), console.say)
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
         self.caches.start()
         self._skipped = 0  # memcached's log lines skipped for a slow watcher, so far

@@ -13,6 +13,7 @@ from typing import Any
 import click
 import psycopg
 import redis
+import urllib3
 from celery.exceptions import CeleryError
 from click.core import ParameterSource
 
@@ -53,6 +54,7 @@ from coordinator.plan import ExpiryMode, PlanError
 from coordinator.probe import Unreachable, wait_for
 from coordinator.stack import EmbeddedStack, StackError
 from model.custom import OriginKind
+from model.http_origin import HttpPoolTimeout, HttpStatusError
 from model.services import RedisPath, Services, mask_url
 from model.wire import InvalidResult
 from results import store, summary
@@ -61,7 +63,8 @@ from strategies.base import CacheServer
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
-              TimeoutError, ClockError, OriginNotReady, InvalidResult)
+              TimeoutError, ClockError, OriginNotReady, InvalidResult, urllib3.exceptions.HTTPError,
+              HttpStatusError, HttpPoolTimeout)
 
 
 class RunFailed(RuntimeError):

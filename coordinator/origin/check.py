@@ -134,11 +134,13 @@ def counter_value(url: str, selector: str) -> float:
         raise CounterError(f"{mask_url(url)} answered HTTP {response.status}")
     found, total, names = False, 0.0, set()
     for family in text_string_to_metric_families(response.data.decode("utf-8", "replace")):
+        names.add(family.name)
+        # a family without samples yet (a labelled counter before its first call) counts 0
+        found = found or family.name in (name, name.removesuffix("_total"))
         for sample in family.samples:
-            names.add(sample.name)
             if sample.name in (name, f"{name}_total") and labels.items() <= sample.labels.items():
                 found, total = True, total + sample.value
     if not found:
         have = ", ".join(sorted(names)[:8]) or "none"
-        raise CounterError(f"no sample {selector} at {mask_url(url)} (it has: {have})")
+        raise CounterError(f"no metric {selector} at {mask_url(url)} (it has: {have})")
     return total
