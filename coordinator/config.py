@@ -45,6 +45,7 @@ class LaunchConfig:
         default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
     key_source: KeySource = field(default_factory=KeySource)  # the user's keys, read at the start
     counter: Counter = field(default_factory=Counter)  # an HTTP origin's own counter of calls
+    plugins: tuple[str, ...] = ()  # --plugin modules: imported here and in every worker
     # Provenance, for run.json's manifest: the preset that filled the options, the command line
     # as typed (credentials masked), the run this one repeats (``coordinator rerun``).
     preset: str | None = None

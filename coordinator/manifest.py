@@ -25,6 +25,7 @@ from coordinator.plan import ExpiryMode
 from model.services import RedisPath, Services, mask_url
 from model.workload import Workload
 from results.schema import MANIFEST_VERSION
+from strategies.plugins import PluginError, load_all
 
 MASK = "***"
 MIN_SECRET = 4  # a shorter password is masked where it stands in a URL, not searched elsewhere
@@ -57,12 +58,17 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "given": sorted(k for k, v in vars(config.given).items() if v) if config.given else [],
         "counter": {"url": mask_url(config.counter.url) if config.counter.url else "",
                     "name": config.counter.name},
+        "plugins": list(config.plugins),
     })
     return options
 
 
 def config_of(options: Mapping[str, Any], out: Path, services: Services | None) -> LaunchConfig:
     """The ``LaunchConfig`` the options describe (ManifestError when they do not)."""
+    try:
+        load_all(list(options.get("plugins") or []))  # their strategies, before they are named
+    except PluginError as exc:
+        raise ManifestError(str(exc)) from None
     try:
         return LaunchConfig(
             workers=int(options["workers"]), clients=int(options["clients"]),
@@ -81,6 +87,7 @@ def config_of(options: Mapping[str, Any], out: Path, services: Services | None) 
             # runs recorded before --redis-client ran on the pooled client
             redis_client=RedisPath(options.get("redis_client", RedisPath.POOLED)),
             counter=Counter(**options.get("counter", {})),
+            plugins=tuple(options.get("plugins") or ()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ManifestError(f"the manifest's options do not make a run: {type(exc).__name__}: {exc}"

@@ -225,7 +225,7 @@ class TrialRunner:
                 workload=self.config.workload.to_json(), stage_start_ns=plan.window_start_ns,
                 workers=len(workers), products=self.products,
                 expiry_grid_ns=plan.first_expiry_ns if self.config.expiry is ExpiryMode.ALIGNED else 0,
-                redis_client=self.config.redis_client.value,
+                redis_client=self.config.redis_client.value, plugins=list(self.config.plugins),
             )
             out.append((worker, spec.to_json()))
         return out

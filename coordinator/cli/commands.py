@@ -20,6 +20,7 @@ from coordinator.cli.options import (
     liveness_options,
     net_control_option,
     observe_options,
+    plugin_list,
     service_options,
     strategy_list,
 )
@@ -41,6 +42,10 @@ def cli() -> None:
 
 
 @cli.command("launch")
+@click.option("--plugin", "plugins", multiple=True, is_eager=True, callback=plugin_list,
+              metavar="MODULE",
+              help="Import MODULE (on the path) for the strategies it registers, here and in "
+                   "every worker, which must report the same version (repeatable; docs/plugins.md).")
 @click.option("--workers", type=click.IntRange(1, 256), default=defaults.WORKERS,
               show_default=True, help="Celery workers (local processes on the embedded stack).")
 @click.option("--clients", type=click.IntRange(1, 100_000), default=defaults.CLIENTS,

@@ -125,7 +125,8 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         on_worker_loss=LossPolicy(options.get("on_worker_loss") or LossPolicy.CONTINUE),
         redis_client=RedisPath(options.get("redis_client") or RedisPath.LEAN),
         preset=options.get("preset"), command=mask_argv(typed_argv(), services or given),
-        given=given, key_source=key_source(options, _keys_given(ctx)), counter=counter_of(options),
+        given=given, key_source=key_source(options, _keys_given(ctx) and not origin.builtin), counter=counter_of(options),
+        plugins=tuple(options.get("plugins") or ()),
     )
     check_config(config)
     return config
