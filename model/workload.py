@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from model.custom import CustomOrigin, InvalidOrigin
+from model.think import InvalidThink, ThinkKind, ThinkTime
+from model.trace import InvalidTrace, Trace
 
 MAX_KEYS = 1_000_000
 MAX_STAGES = 64
@@ -131,6 +133,8 @@ class Workload:
     drop_ms: float = 1000.0  # open loop: a send this late is dropped (an error row)
     seed: int = 1
     origin: CustomOrigin = field(default_factory=CustomOrigin)  # the user's own origin, if any
+    think: ThinkTime = field(default_factory=ThinkTime)  # --think (none: think_ms, constant)
+    trace: Trace | None = None  # --keys-trace: replayed open loop (model.trace)
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -138,8 +142,15 @@ class Workload:
         self.check()
 
     @property
+    def pause(self) -> ThinkTime | None:
+        """The closed loop's think time: ``--think``, else ``--think-ms`` (constant); None: none."""
+        if not self.think.none:
+            return self.think
+        return ThinkTime(ThinkKind.CONSTANT, self.think_ms) if self.think_ms > 0 else None
+
+    @property
     def open_loop(self) -> bool:
-        return bool(self.rates)
+        return bool(self.rates) or self.trace is not None
 
     @property
     def stages(self) -> int:
@@ -167,6 +178,19 @@ class Workload:
             raise InvalidWorkload("several stages need --stage-seconds")
         _check("--stage-seconds", self.stage_s, 0, 3600)
         _check("--think-ms", self.think_ms, 0, 60_000)
+        if self.think_ms > 0 and not self.think.none:
+            raise InvalidWorkload("give --think or --think-ms, not both")
+        if self.trace is not None:
+            self._check_trace(self.trace)
+
+    def _check_trace(self, trace: Trace) -> None:
+        """A trace is the one endpoint's whole traffic, in one stage."""
+        if len(self.endpoints) != 1 or self.stages != 1 or self.rates or self.invalidate_rate:
+            raise InvalidWorkload("--keys-trace replays one endpoint in one stage: no --mix shop, "
+                                  "--rate list, --bypass list, --stage-seconds or --invalidate-rate")
+        keys = len(self.endpoints[0].key_names())
+        if max(trace.codes) >= keys or min(trace.codes) < 0:
+            raise InvalidWorkload(f"the trace names key {max(trace.codes)} of {keys}")
         _check("--value-bytes", self.value_bytes, 0, 64 * 2**20)
         _check("--invalidate-rate", self.invalidate_rate, 0, 10_000)
         _check("late_ms", self.late_ms, 0.1, 60_000)
@@ -176,6 +200,11 @@ class Workload:
         data = asdict(self)
         data.pop("names")
         data["origin"] = self.origin.to_json()
+        data["think"] = {**data["think"], "kind": self.think.kind.value}
+        if self.trace is not None:  # compact: codes and offsets as lists
+            data["trace"] = {"codes": list(self.trace.codes),
+                             "offsets_us": list(self.trace.offsets_us),
+                             "speed": self.trace.speed, "rate": self.trace.rate}
         return data
 
     @classmethod
@@ -189,14 +218,28 @@ class Workload:
             for name in ("rates", "bypass"):
                 if name in scalars:
                     scalars[name] = tuple(float(v) for v in scalars[name])
-            scalars["origin"] = CustomOrigin.from_json(scalars.get("origin"))
-            return cls(endpoints=endpoints, **scalars)
+            return cls(endpoints=endpoints, **_own(scalars))
         except InvalidOrigin as exc:
             raise InvalidWorkload(f"{exc.option}: {exc}") from None
+        except (InvalidThink, InvalidTrace) as exc:
+            raise InvalidWorkload(str(exc)) from None
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidWorkload):
                 raise
             raise InvalidWorkload(f"malformed workload: {type(exc).__name__}: {exc}") from None
+
+
+def _own(scalars: dict[str, Any]) -> dict[str, Any]:
+    """The user's origin, think time and trace rebuilt (absent from runs before issue 27)."""
+    scalars["origin"] = CustomOrigin.from_json(scalars.get("origin"))
+    trace = scalars.get("trace")
+    scalars["trace"] = None if trace is None else Trace(
+        tuple(int(c) for c in trace["codes"]), tuple(int(o) for o in trace["offsets_us"]),
+        float(trace["speed"]), float(trace["rate"]))
+    think = scalars.get("think") or {}
+    scalars["think"] = ThinkTime(ThinkKind(think.get("kind", "constant")),
+                                 float(think.get("low_ms", 0)), float(think.get("high_ms", 0)))
+    return scalars
 
 
 def _endpoint(data: Mapping[str, Any]) -> Endpoint:

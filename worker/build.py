@@ -14,6 +14,7 @@ from psycopg_pool import ConnectionPool
 
 from model.origin import OriginShape, ValueShaper
 from model.origins import loader_for
+from model.trace import TraceArrivals
 from model.wire import TrialSpec
 from model.workload import Workload
 from results.schema import REFRESH_OP, WRITE_OP
@@ -60,14 +61,17 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
     stage0 = (spec.stage_start_ns or spec.start_ns) + offset
     stages = Stages(stage0, round(workload.stage_s * 1e9), workload.stages)
     bypass = [workload.bypass_at(0)] + [workload.bypass_at(s) for s in range(workload.stages)]
-    arrivals = None
-    if workload.open_loop:
+    arrivals: Arrivals | TraceArrivals | None = None
+    if workload.trace is not None:  # the recorded pace from the start instant (model.trace)
+        arrivals = TraceArrivals(workload.trace, spec.start_ns + offset, spec.end_ns + offset,
+                                 spec.worker_index % spec.workers, spec.workers)
+    elif workload.open_loop:
         rates = [workload.rate_at(s) for s in range(workload.stages)]
         segs = segments(spec.start_ns + offset, spec.end_ns + offset, stages, rates)
         arrivals = Arrivals(segs, spec.worker_index % spec.workers, spec.workers)
     tables = _tables(workload, workload.seed * 7919 + spec.worker_index)
     ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
-                      think_s=workload.think_ms / 1000, arrivals=arrivals,
+                      think=workload.pause, seed=workload.seed, arrivals=arrivals,
                       drop_ns=round(workload.drop_ms * 1e6),
                       start_ns=spec.start_ns + offset)
     ops = [*workload.names, WRITE_OP, REFRESH_OP]

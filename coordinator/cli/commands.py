@@ -26,6 +26,7 @@ from coordinator.cli.options import (
 )
 from coordinator.cli.origin_options import origin_options
 from coordinator.cli.rerun import rerun
+from coordinator.cli.traffic_options import traffic_options
 from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
@@ -98,6 +99,7 @@ def cli() -> None:
                    "owned by each thread, commands packed once) or pooled (redis.Redis over a "
                    "shared pool, as before); docs/redis-client.md [env STAMPEDE_REDIS_CLIENT].")
 @workload_options
+@traffic_options
 @origin_options
 @liveness_options
 @observe_options

@@ -31,6 +31,7 @@ from coordinator.cli.origin_options import (
     custom_origin,
     key_source,
 )
+from coordinator.cli.traffic_options import with_trace
 from coordinator.cli.workload_options import (
     apply_preset,
     build_workload,
@@ -107,7 +108,7 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
     own_db = bool(given and given.origin_dsn)  # the user's database beside the embedded stack
     seed = (options["seed"] if options["seed"] is not None
             else services is None and not own_db and origin.builtin)
-    workload = build_workload(options, origin)
+    workload = with_trace(build_workload(options, origin), options, _keys_given(ctx))
     timing = timing_from(options)
     seconds = trial_seconds(workload, options["seconds"], timing.warmup_s, options["ttl_s"])
     if (warning := stage_warning(workload, options["seconds"])) is not None:
@@ -125,7 +126,8 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         on_worker_loss=LossPolicy(options.get("on_worker_loss") or LossPolicy.CONTINUE),
         redis_client=RedisPath(options.get("redis_client") or RedisPath.LEAN),
         preset=options.get("preset"), command=mask_argv(typed_argv(), services or given),
-        given=given, key_source=key_source(options, _keys_given(ctx) and not origin.builtin), counter=counter_of(options),
+        given=given, key_source=key_source(options, _keys_given(ctx) and not origin.builtin),
+        counter=counter_of(options),
         plugins=tuple(options.get("plugins") or ()),
     )
     check_config(config)

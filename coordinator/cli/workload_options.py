@@ -15,6 +15,7 @@ from coordinator.cli.origin_options import custom_endpoints
 from coordinator.plan import drain_s
 from model.custom import CustomOrigin
 from model.origin import CATEGORIES
+from model.think import ThinkTime
 from model.workload import InvalidWorkload, KeySet, Query, Workload, shop, single
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -153,6 +154,7 @@ def build_workload(options: dict[str, Any], origin: CustomOrigin | None = None) 
             stage_s=options["stage_seconds"], think_ms=options["think_ms"],
             value_bytes=options["value_bytes"], compress=options["compress"],
             invalidate_rate=options["invalidate_rate"], origin=origin,
+            think=options.get("think") or ThinkTime(),
         )
     except InvalidWorkload as exc:
         raise click.UsageError(str(exc)) from None
