@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from model.trace import TraceArrivals
 from model.wire import TrialSpec
 from model.workload import Workload
 from results.schema import REFRESH_OP, WRITE_OP
-from strategies import Background, Deps, ExpiryGrid, Strategy
+from strategies import Background, Deps, ExpiryGrid, Strategy, version
 from strategies.base import Servers
 from strategies.commands import Commands
 from worker.loop import LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
@@ -48,6 +49,7 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
           background: Background | None = None, servers: Servers | None = None) -> Built:
     """Everything the client threads of this worker share, on this worker's clock."""
     workload = spec.workload_spec()
+    version.decode_with(zlib.decompress if workload.compress else None)  # every answer's cost
     shape = OriginShape(spec.origin_span_s, spec.products)
     shaper = ValueShaper(workload.value_bytes, workload.compress)
     loaders = [loader_for(ep, workload.origin, pool, shape, shaper, spec.pool_size)

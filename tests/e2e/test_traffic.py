@@ -102,3 +102,22 @@ def test_uniform_think_time_has_the_mean_and_bounds_asked(tmp_path: Path) -> Non
     assert len(pauses) > 500
     assert min(pauses) >= 19.9 and max(pauses) <= 40 + 15, (min(pauses), max(pauses))
     assert statistics.mean(pauses) == pytest.approx(30, abs=3)
+
+
+def test_zipf_keys_run_end_to_end(tmp_path: Path) -> None:
+    """--keys zipf:K:S through a whole launch: every key primed, the popularity the requests
+    really had follows the ranks, PostgreSQL's count agrees."""
+    out = tmp_path / "run"
+    done = coordinator("launch", "--keys", "zipf:50:1.1", "--strategies", "lock-dc", "--clients",
+                       "16", "--seconds", "4", *BASE, "--out", str(out), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts: dict[str, int] = {}
+    for row in rows(out):
+        counts[str(row["key"])] = counts.get(str(row["key"]), 0) + 1
+    by_rank = [counts.get(f"orders:{i}", 0) for i in range(50)]
+    assert by_rank[0] == max(by_rank) and sum(by_rank[:5]) > sum(by_rank[25:])
+    assert len(counts) >= 40  # the tail is reached too
+    (trial,) = json.loads((out / "run.json").read_text())["trials"]
+    assert trial["complete"]
+    table = ds.dataset(out / "trials.parquet").to_table().to_pylist()[0]
+    assert table["db_check"] == "ok" and table["errors"] == 0 and table["expiry_events"] > 0
