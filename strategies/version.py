@@ -22,13 +22,16 @@ _VERSION = struct.Struct(">q")
 SIZE = _VERSION.size
 # --compress: every answer decompresses the value it serves (the read-side cost of large values,
 # experiment 004); set per trial by the worker (worker.build), None: values are served as held.
-_decode: Callable[[memoryview], object] | None = None
+class _Reading:
+    decode: Callable[[memoryview], object] | None = None
+
+
+READING = _Reading()
 
 
 def decode_with(decode: Callable[[memoryview], object] | None) -> None:
     """What every answer does with the payload it serves (zlib.decompress, or nothing)."""
-    global _decode
-    _decode = decode
+    READING.decode = decode
 
 
 def stamp(version: int, payload: bytes) -> bytes:
@@ -54,8 +57,8 @@ def served(probe: Probe, value: bytes) -> None:
     if len(value) < SIZE:
         raise _unstamped(value)
     probe.version_served = _VERSION.unpack_from(value)[0]
-    if _decode is not None:
-        _decode(memoryview(value)[SIZE:])
+    if (decode := READING.decode) is not None:
+        decode(memoryview(value)[SIZE:])
 
 
 def served_decoded(probe: Probe, value: bytes) -> None:

@@ -70,6 +70,6 @@ def test_the_worker_decodes_with_compress_only(postgres_dsn: str, cache: redis.R
                                 compress=compress)
             spec = trial_spec(2, 1.0, workload=workload.to_json())
             build(spec, PlainCommands(cache), PlainCommands(cache), pool)
-            assert version._decode is expected
+            assert version.READING.decode is expected
     finally:
         pool.close()
