@@ -51,7 +51,7 @@ def prepare(workload: Workload, services: Services, counter: Counter,
         meta.update(statement=origin.read, write=origin.write, read_only=origin.read_only,
                     endpoint_median_ms={ep.name: round(median, 3)})
         console.say(f"origin: your statement, {_count(keys)} ({ep.keys.label}), median "
-                    f"{median:.2f} ms over {min(len(keys), SAMPLES)} keys, "
+                    f"{median:.2f} ms over {_count(keys[:SAMPLES])}, "
                     f"{'read-only sessions' if origin.read_only else 'sessions that may write'}")
     else:
         meta.update(url=mask_url(origin.read), connect_timeout_s=origin.connect_timeout_s,
