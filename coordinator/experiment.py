@@ -21,7 +21,7 @@ from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.faults.injector import TrialHooks
 from coordinator.liveness import Loss, LossCause, LossPolicy, Roster, WorkersLost
-from coordinator.manifest import Manifest
+from coordinator.manifest import Manifest, workload_json
 from coordinator.origin.prepare import prepare_origin
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
@@ -70,7 +70,7 @@ class RunState:
                                for s in c.strategies],
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
                 "faults": [f.label for f in c.faults], "expiry": c.expiry.value,
-                "workload": c.workload.to_json(),
+                "workload": workload_json(c.workload),
             },
             "services": self.services.masked(),
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),

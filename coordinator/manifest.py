@@ -22,6 +22,7 @@ from coordinator.faults import spec as fault_spec
 from coordinator.liveness import LossPolicy
 from coordinator.origin.user import Counter
 from coordinator.plan import ExpiryMode
+from model.custom import OriginKind
 from model.services import RedisPath, Services, mask_url
 from model.workload import Workload
 from results.schema import MANIFEST_VERSION
@@ -40,6 +41,15 @@ def _plain(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value))
 
 
+def workload_json(workload: Workload) -> dict[str, Any]:
+    """The workload as run.json holds it: an HTTP origin's URL with its password masked (a
+    rerun of such a run gets the masked URL: launch it again with the password instead)."""
+    data = workload.to_json()
+    if workload.origin.kind is OriginKind.HTTP:
+        data["origin"] = {**data["origin"], "read": mask_url(workload.origin.read)}
+    return data
+
+
 def options_of(config: LaunchConfig) -> dict[str, Any]:
     """Every option of ``config`` as resolved: enough to rebuild it without today's defaults."""
     options: dict[str, Any] = _plain({
@@ -52,7 +62,7 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "force_clock": config.force_clock, "keys": list(config.keys), "timing": asdict(config.timing),
         "faults": [f.label for f in config.faults], "net_control": config.net_control,
         "expiry": config.expiry.value,
-        "workload": config.workload.to_json(), "embedded_stack": config.embedded,
+        "workload": workload_json(config.workload), "embedded_stack": config.embedded,
         "on_worker_loss": config.on_worker_loss.value, "redis_client": config.redis_client.value,
         # services given by URL beside the embedded stack (their URLs are given again to rerun)
         "given": sorted(k for k, v in vars(config.given).items() if v) if config.given else [],

@@ -116,3 +116,14 @@ def test_a_counter_selector() -> None:
     assert parse_selector("hits") == ("hits", {})
     with pytest.raises(ValueError, match="labels are written"):
         parse_selector("hits{route=items}")
+
+
+def test_credentials_in_your_urls_are_masked_in_run_json_and_the_command() -> None:
+    from coordinator.manifest import mask_argv, workload_json
+    origin = CustomOrigin(OriginKind.HTTP, "http://svc:Secr3t-27@h:1/items/{key}")
+    ep = Endpoint("http", Query.HTTP, KeySet(), 1000, key_list=("1",))
+    written = workload_json(Workload((ep,), origin=origin))
+    assert written["origin"]["read"] == "http://svc:***@h:1/items/{key}"
+    argv = mask_argv(["coordinator", "launch", "--origin-url", origin.read, "--origin-counter-url",
+                      "http://m:Secr3t-27@h:2/metrics"], None)
+    assert "Secr3t-27" not in " ".join(argv) and "http://svc:***@h:1/items/{key}" in argv
