@@ -69,7 +69,8 @@ def cli() -> None:
               default=defaults.ORIGIN_TARGET_MS, show_default=True,
               help="Median the origin query is tuned to.")
 @click.option("--seed/--no-seed", default=None,
-              help="Seed and calibrate the origin [default: only on the embedded stack].")
+              help="Seed and calibrate the origin [default: only a PostgreSQL the embedded stack "
+                   "starts; your own --origin-sql never].")
 @service_options
 @click.option("--worker-timeout", type=click.FloatRange(1, 3600), default=None,
               help=f"Seconds to wait for --workers workers to answer [default: "
