@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
 import pyarrow.parquet as pq
 import pytest
+import redis
 
 from tests.helpers import alive, coordinator, stack_pids
 from tests.own_origin import KEYS_SQL, STATEMENT, own_database, table_cell, tables
@@ -121,3 +123,23 @@ def test_writes_only_with_write_sql_and_then_versioned(postgres_dsn: str, tmp_pa
         versions = conn.execute("SELECT max(version) FROM key_writes WHERE key = '1'").fetchone()
     assert body is not None and body[0].endswith("y")
     assert versions is not None and versions[0] >= row["writes"]
+
+
+def test_a_cache_given_beside_an_embedded_rest(redis_server: Callable[[str], str],
+                                               tmp_path: Path) -> None:
+    """Any mix: --cache-url alone measures that Redis, the stack starts the lock store, the
+    broker, PostgreSQL (seeded, as always when it starts it) and the workers."""
+    url = redis_server("given-cache")
+    before = int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
+    done = coordinator("launch", "--cache-url", url, "--strategies", "lock-dc", "--workers", "1",
+                       "--clients", "4", "--seconds", "3", "--ttl", "1", "--scale", "5000",
+                       "--origin-ms", "0.5", "--out", str(tmp_path / "run"), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"given, not started: cache_url {url}" in done.stderr
+    names = [kv.split("=")[0] for line in done.stderr.splitlines()
+             if line.startswith("stack pids:") for kv in line.split()[2:]]
+    assert sorted(names) == ["broker", "lock-store", "postgres", "w1@stampede-local"]
+    after = int(redis.Redis.from_url(url).info("stats")["total_commands_processed"])
+    assert after - before > 1000  # the clients' GETs went to the given cache
+    (row,) = pq.read_table(tmp_path / "run" / "trials.parquet").to_pylist()
+    assert row["db_check"] == "ok" and row["errors"] == 0
