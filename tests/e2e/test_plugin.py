@@ -102,3 +102,16 @@ def test_a_worker_with_another_version_or_none_stops_the_launch(
     assert says in last and "--plugin" in last, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert not (tmp_path / "run" / "trials.parquet").exists()  # no trial ran
+
+
+def test_rerun_loads_the_plugin_again(plugin_run: tuple[Path, subprocess.CompletedProcess[str]],
+                                      tmp_path: Path) -> None:
+    out, _ = plugin_run
+    again = coordinator("rerun", str(out), "--out", str(tmp_path / "again"), env=with_path(EXAMPLE),
+                        timeout=300)
+    assert again.returncode == 0, again.stderr[-3000:]
+    trials = pq.read_table(tmp_path / "again" / "trials.parquet").to_pylist()
+    assert [t["strategy"] for t in trials] == ["naive", "singleflight"]
+    assert "plug-ins: every worker has stampede_singleflight 0.1.0" in again.stderr
+    refused = coordinator("rerun", str(out), "--out", str(tmp_path / "no"), timeout=120)
+    assert refused.returncode == 2 and "plug-in stampede_singleflight failed to import" in refused.stderr
