@@ -9,6 +9,7 @@ from coordinator import defaults
 from coordinator.defaults import Timing
 from coordinator.faults.spec import Fault
 from coordinator.liveness import LossPolicy
+from coordinator.origin.user import Counter, KeySource
 from coordinator.plan import ExpiryMode, Schedule
 from model.services import RedisPath, Services
 from model.workload import KeySet, Query, Workload, single
@@ -26,6 +27,8 @@ class LaunchConfig:
     repeat: int
     out: Path
     services: Services | None = None  # None: start the embedded stack
+    # Services given by URL beside the embedded stack (its empty fields are started; None: none)
+    given: Services | None = None
     scale: int = defaults.SCALE
     pool_size: int = defaults.POOL_SIZE
     origin_target_ms: float = defaults.ORIGIN_TARGET_MS
@@ -40,6 +43,9 @@ class LaunchConfig:
     redis_client: RedisPath = RedisPath.LEAN  # how client threads reach cache and lock store
     workload: Workload = field(
         default_factory=lambda: Workload(single(Query.ORDERS, KeySet(), round(defaults.TTL_S * 1000))))
+    key_source: KeySource = field(default_factory=KeySource)  # the user's keys, read at the start
+    counter: Counter = field(default_factory=Counter)  # an HTTP origin's own counter of calls
+    plugins: tuple[str, ...] = ()  # --plugin modules: imported here and in every worker
     # Provenance, for run.json's manifest: the preset that filled the options, the command line
     # as typed (credentials masked), the run this one repeats (``coordinator rerun``).
     preset: str | None = None
@@ -49,6 +55,12 @@ class LaunchConfig:
     @property
     def embedded(self) -> bool:
         return self.services is None
+
+    @property
+    def started_postgres(self) -> bool:
+        """The embedded stack starts a PostgreSQL: none given, and the origin is not HTTP."""
+        given = self.given.origin_dsn if self.given else ""
+        return self.embedded and not given and self.workload.origin.kind.value != "http"
 
     @property
     def cache_servers(self) -> frozenset[CacheServer]:

@@ -86,9 +86,10 @@ def servers_check(spec: StrategySpec, endpoints: Sequence[Endpoint], deps: Calla
     if not keys:
         return EndCheck(0, 0)
     by_prefix = {ep.query.value: ep for ep in endpoints}
+    named = {key: ep for ep in endpoints for key in ep.key_list}  # the user's keys (--keys-sql)
     built = {ep.name: spec.build(deps(ep)) for ep in endpoints}
     try:
-        owner = {key: by_prefix[key.rsplit(":", 1)[0]] for key in keys}
+        owner = {key: named.get(key) or by_prefix[key.rsplit(":", 1)[0]] for key in keys}
         return end_check(keys, {k: built[ep.name].cached_version for k, ep in owner.items()},
                          ttl_left_ms, dsn,
                          {k: lifetime_s(spec, ep.ttl_ms) for k, ep in owner.items()})

@@ -16,12 +16,12 @@ from typing import Any
 
 from celery import Celery
 
-from coordinator import clock, dispatch, provenance
+from coordinator import clock, dispatch, plugins, provenance
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.faults.injector import TrialHooks
 from coordinator.liveness import Loss, LossCause, LossPolicy, Roster, WorkersLost
-from coordinator.manifest import Manifest
+from coordinator.manifest import Manifest, workload_json
 from coordinator.origin.prepare import prepare_origin
 from coordinator.plan import plan_trial, trial_order
 from coordinator.trial import TrialRunner
@@ -70,7 +70,7 @@ class RunState:
                                for s in c.strategies],
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
                 "faults": [f.label for f in c.faults], "expiry": c.expiry.value,
-                "workload": c.workload.to_json(),
+                "workload": workload_json(c.workload),
             },
             "services": self.services.masked(),
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
@@ -88,6 +88,9 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
                                         console.progress)
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
+    if want := plugins.check_workers(app, workers, plugins.expected(config.plugins, config.strategies)):
+        state.meta["plugins"] = want
+        console.say(f"plug-ins: every worker has {', '.join(f'{n} {v}' for n, v in want.items())}")
     state.hosts = provenance.hosts(app, workers)
     offsets, lead_s = _align_clocks(app, workers, config, console, state)
     state.versions = provenance.versions(services)

@@ -20,10 +20,13 @@ from coordinator.config import LaunchConfig
 from coordinator.defaults import Timing
 from coordinator.faults import spec as fault_spec
 from coordinator.liveness import LossPolicy
+from coordinator.origin.user import Counter
 from coordinator.plan import ExpiryMode
+from model.custom import OriginKind
 from model.services import RedisPath, Services, mask_url
 from model.workload import Workload
 from results.store.schema import MANIFEST_VERSION
+from strategies.plugins import PluginError, load_all
 
 MASK = "***"
 MIN_SECRET = 4  # a shorter password is masked where it stands in a URL, not searched elsewhere
@@ -38,6 +41,15 @@ def _plain(value: Any) -> Any:
     return orjson.loads(orjson.dumps(value))
 
 
+def workload_json(workload: Workload) -> dict[str, Any]:
+    """The workload as run.json holds it: an HTTP origin's URL with its password masked (a
+    rerun of such a run gets the masked URL: launch it again with the password instead)."""
+    data = workload.to_json()
+    if workload.origin.kind is OriginKind.HTTP:
+        data["origin"] = {**data["origin"], "read": mask_url(workload.origin.read)}
+    return data
+
+
 def options_of(config: LaunchConfig) -> dict[str, Any]:
     """Every option of ``config`` as resolved: enough to rebuild it without today's defaults."""
     options: dict[str, Any] = _plain({
@@ -50,14 +62,23 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "force_clock": config.force_clock, "keys": list(config.keys), "timing": asdict(config.timing),
         "faults": [f.label for f in config.faults], "net_control": config.net_control,
         "expiry": config.expiry.value,
-        "workload": config.workload.to_json(), "embedded_stack": config.embedded,
+        "workload": workload_json(config.workload), "embedded_stack": config.embedded,
         "on_worker_loss": config.on_worker_loss.value, "redis_client": config.redis_client.value,
+        # services given by URL beside the embedded stack (their URLs are given again to rerun)
+        "given": sorted(k for k, v in vars(config.given).items() if v) if config.given else [],
+        "counter": {"url": mask_url(config.counter.url) if config.counter.url else "",
+                    "name": config.counter.name},
+        "plugins": list(config.plugins),
     })
     return options
 
 
 def config_of(options: Mapping[str, Any], out: Path, services: Services | None) -> LaunchConfig:
     """The ``LaunchConfig`` the options describe (ManifestError when they do not)."""
+    try:
+        load_all(list(options.get("plugins") or []))  # their strategies, before they are named
+    except PluginError as exc:
+        raise ManifestError(str(exc)) from None
     try:
         return LaunchConfig(
             workers=int(options["workers"]), clients=int(options["clients"]),
@@ -75,6 +96,8 @@ def config_of(options: Mapping[str, Any], out: Path, services: Services | None) 
             on_worker_loss=LossPolicy(options.get("on_worker_loss", LossPolicy.CONTINUE)),
             # runs recorded before --redis-client ran on the pooled client
             redis_client=RedisPath(options.get("redis_client", RedisPath.POOLED)),
+            counter=Counter(**options.get("counter", {})),
+            plugins=tuple(options.get("plugins") or ()),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ManifestError(f"the manifest's options do not make a run: {type(exc).__name__}: {exc}"

@@ -8,12 +8,14 @@ expiries are jittered the same way, so the keys of ``many:K`` do not all expire 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import redis
 from psycopg_pool import ConnectionPool
 
 from coordinator.caches import RunCaches
-from model.origin import EndpointLoader, OriginShape, ValueShaper
+from model.origin import OriginShape, ValueShaper
+from model.origins import loader_for
 from model.workload import Endpoint, Workload
 from strategies import Deps, Probe, StrategySpec, close_strategy
 from strategies.base import CacheServer, Servers
@@ -28,15 +30,33 @@ def first_expiry_ms(window_start_ns: int, ttl_ms: int, jitter: float, rng: rando
 
 class Primer:
     def __init__(self, workload: Workload, caches: RunCaches, locks: redis.Redis,
-                 pool: ConnectionPool, shape: OriginShape) -> None:
+                 pool: ConnectionPool | None, shape: OriginShape,
+                 say: Callable[[str], None] = lambda _: None) -> None:
         self.workload, self.caches, self.locks = workload, caches, PlainCommands(locks)
         shaper = ValueShaper(workload.value_bytes, workload.compress)
-        self.loaders = {ep.name: EndpointLoader(pool, ep.query, shape, shaper)
+        self.loaders = {ep.name: loader_for(ep, workload.origin, pool, shape, shaper, 1)
                         for ep in workload.endpoints}
         # Loaded once, before any trial is placed on the clock: 24 heavy rankings take seconds,
         # which must not eat into a trial's lead time (its sends would start out late).
-        self.values = {key: self.loaders[ep.name].load(key, Probe())
-                       for ep in workload.endpoints if ep.prime for key in ep.key_names()}
+        self.values: dict[str, bytes] = {}
+        self.unprimed: dict[str, str] = {}  # the user's origin failed for these keys: cold
+        for ep in workload.endpoints:
+            for key in ep.key_names() if ep.prime else ():
+                self._load(ep, key, say)
+
+    def _load(self, ep: Endpoint, key: str, say: Callable[[str], None]) -> None:
+        """A key's value, once. The built-in origin failing fails the run; the user's own (an
+        HTTP service answering 503...) leaves the key cold, and says so: its trials start with
+        the herd of a miss, whose failures are error rows."""
+        if self.workload.origin.builtin:
+            self.values[key] = self.loaders[ep.name].load(key, Probe())
+            return
+        try:
+            self.values[key] = self.loaders[ep.name].load(key, Probe())
+        except Exception as exc:  # noqa: BLE001 - not measured: reported, the key starts cold
+            self.unprimed[key] = f"{type(exc).__name__}: {exc}"[:200]
+            say(f"priming: {ep.name} key {key!r} not primed ({self.unprimed[key]}): its trials "
+                "start cold")
 
     def prime(self, spec: StrategySpec, window_start_ns: int, trial: int) -> int:
         """Prime every endpoint that asks for it; returns the number of keys stored."""
@@ -51,7 +71,7 @@ class Primer:
     def _prime_endpoint(self, ep: Endpoint, spec: StrategySpec, window_start_ns: int,
                         jitter: float, rng: random.Random) -> int:
         strategy = spec.build(self.deps(ep, spec.cache_server))
-        keys = ep.key_names()
+        keys = [k for k in ep.key_names() if k in self.values]
         try:
             for key in keys:
                 strategy.prime(key, self.values[key], first_expiry_ms(window_start_ns, ep.ttl_ms,

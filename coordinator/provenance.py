@@ -35,6 +35,8 @@ def versions(services: Services) -> dict[str, Any]:
     found["git"] = git_state(CHECKOUT)
     caches = {"cache_server": services.cache_url, "memcache_server": services.memcache_url}
     found.update({name: server_version(url) for name, url in caches.items() if url})
+    if not services.origin_dsn:  # an HTTP origin: no PostgreSQL in the run
+        return found
     with pg_connect(services.origin_dsn, autocommit=True) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         found["postgresql"] = str(row[0]) if row else "unknown"

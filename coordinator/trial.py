@@ -20,13 +20,14 @@ from coordinator.faults.injector import FaultReport, TrialHooks, fault_columns
 from coordinator.gather import RowGatherer
 from coordinator.liveness import Liveness, Loss
 from coordinator.observe.board import BOARD
-from coordinator.origin import counters
+from coordinator.origin.user import origin_check
 from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
 from coordinator.trial_columns import db_word, delivery_columns, liveness_columns, stamped
 from coordinator.trial_rows import TrialRows, align, window_of
-from model.origin import MARKS, OriginShape
-from model.services import COORDINATOR_APP, Services, make_pool, redis_client
+from model.origin import OriginShape
+from model.origins import origin_pool
+from model.services import COORDINATOR_APP, Services, redis_client
 from model.wire import TrialResult, TrialSpec
 from results.figures import checks, events, expiry_reports, metrics
 from results.figures.consistency import consistency_figures
@@ -50,9 +51,11 @@ class TrialRunner:
         self.caches = RunCaches(services, {s.cache_server for s in config.strategies})
         self.locks = redis_client(services.lock_url, 4, retries=3)
         self.broker = redis_from_url(services.broker_url, socket_timeout=5)
-        self.pool = make_pool(services.origin_dsn, 1, app_name=COORDINATOR_APP, check=True)
+        self.pool = origin_pool(services.origin_dsn, config.workload.origin, 1,
+                                app_name=COORDINATOR_APP, check=True)  # none: an HTTP origin
+        self.check = origin_check(config.workload, services, config.counter)  # the origin's count
         self.primer = Primer(config.workload, self.caches, self.locks, self.pool,
-                             OriginShape(span_s, products))
+                             OriginShape(span_s, products), console.say)
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
         self.caches.start()
         self._skipped = 0  # memcached's log lines skipped for a slow watcher, so far
@@ -70,7 +73,8 @@ class TrialRunner:
 
     def close(self) -> None:
         self.caches.close()
-        self.pool.close()
+        if self.pool is not None:
+            self.pool.close()
         self.locks.close()
         self.broker.close()
 
@@ -80,16 +84,15 @@ class TrialRunner:
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
         BOARD.trial_planned(plan)  # the phase metric (coordinator.observe); inert unless served
         self._prime(plan)
-        db_before = counters.origin_db_calls(self.services.origin_dsn)
-        statements_before = counters.statement_snapshot(self.services.origin_dsn)
+        db_before, statements_before = self.check.read(), self.check.statements()
         commands = CommandCounts(self.caches, plan.strategy.cache_server, self.locks, plan.start_ns)
         gatherer = self._gatherer(plan, workers)
         gathered, report = self._follow(plan, label, workers, gatherer)
-        db_calls = counters.origin_db_calls(self.services.origin_dsn) - db_before
+        db_after = self.check.read()
         commands.finish()
         statements = checks.statement_rows(
-            statements_before, counters.statement_snapshot(self.services.origin_dsn),
-            self.writer.root.name, plan.trial, tuple(MARKS.values()))
+            statements_before, self.check.statements(), self.writer.root.name, plan.trial,
+            self.check.marks, self.check.query_ids)
         self.last_lost = gathered.lost
         present = [(w, TrialResult.from_json(r))
                    for w, r in zip(workers, gathered.results, strict=True) if r]
@@ -98,7 +101,8 @@ class TrialRunner:
         rows = TrialRows(self.writer.root, plan.trial)
         floor_ms = min(r.floor_p5_ns for r in results) / 1e6
         scanned = metrics.scan_trial(rows.source(), window_of(plan), floor_ms)
-        summary = self._summarise(plan, scanned, db_calls, len(workers))
+        summary = self._summarise(plan, scanned, -1, len(workers))
+        summary.update(self.check.columns(db_before, db_after, summary["origin_calls_total"]))
         summary.update(self._events(plan, scanned.called, summary["window_origin_calls"]))
         summary.update(checks.generator_figures(results))
         span = report.window or (plan.start_ns, plan.start_ns)
@@ -255,7 +259,7 @@ class TrialRunner:
                 workload=self.config.workload.to_json(), stage_start_ns=plan.window_start_ns,
                 workers=len(workers), products=self.products,
                 expiry_grid_ns=plan.first_expiry_ns if self.config.expiry is ExpiryMode.ALIGNED else 0,
-                redis_client=self.config.redis_client.value,
+                redis_client=self.config.redis_client.value, plugins=list(self.config.plugins),
             )
             out.append((worker, spec.to_json()))
         return out

@@ -41,6 +41,8 @@ def delivery_columns(gatherer: RowGatherer,
 
 
 def db_word(summary: dict[str, Any]) -> str:
+    if summary.get("db_check") == "unchecked":
+        return "unchecked"
     if summary["db_calls_match"]:
         return "match"
     return "MISMATCH" + (" (rows of a lost worker missing)" if summary["workers_lost"] else "")

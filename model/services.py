@@ -26,6 +26,7 @@ ENV = {
     "broker_url": "STAMPEDE_BROKER_URL",
     "origin_dsn": "STAMPEDE_ORIGIN_DSN",
 }
+NO_DSN = ("origin_dsn",)  # may be unset: the origin is an HTTP service (--origin-url)
 # A memcached cache beside a Redis one (a run that mixes meta-memcache with Redis strategies);
 # optional everywhere, and empty when unset.
 OPTIONAL_ENV = {"memcache_url": "STAMPEDE_MEMCACHE_URL"}
@@ -51,12 +52,13 @@ class Services:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Services:
+        """The services from ``STAMPEDE_*``; the origin DSN may be absent (an HTTP origin)."""
         env = os.environ if environ is None else environ
-        missing = [var for var in ENV.values() if not env.get(var)]
+        missing = [var for name, var in ENV.items() if not env.get(var) and name not in NO_DSN]
         if missing:
             raise KeyError(f"environment variables not set: {', '.join(missing)}")
         optional = {name: env.get(var, "") for name, var in OPTIONAL_ENV.items()}
-        return cls(**{name: env[var] for name, var in ENV.items()}, **optional)
+        return cls(**{name: env.get(var, "") for name, var in ENV.items()}, **optional)
 
     def to_env(self) -> dict[str, str]:
         names = {**ENV, **OPTIONAL_ENV}
@@ -100,17 +102,23 @@ def mask_url(url: str) -> str:
 
 
 def make_pool(dsn: str, size: int, timeout_s: float = 10.0, app_name: str = WORKER_APP,
-              check: bool = False) -> ConnectionPool:
+              check: bool = False, read_only: bool = False) -> ConnectionPool:
     """A fixed-size pool, opened and filled before it is returned.
 
     ``check``: test each connection before use (one extra round trip), so a pool outside the
     measured path survives its server dropping connections (the origin:exhaust fault).
+    ``read_only``: every session refuses writes (``default_transaction_read_only``), for a
+    user's database measured with a statement of theirs.
     """
+    kwargs: dict[str, Any] = {"autocommit": True, "application_name": app_name,
+                              "connect_timeout": 5}
+    if read_only:
+        kwargs["options"] = "-c default_transaction_read_only=on"
     pool = ConnectionPool(
         dsn,
         min_size=size,
         max_size=size,
-        kwargs={"autocommit": True, "application_name": app_name, "connect_timeout": 5},
+        kwargs=kwargs,
         check=ConnectionPool.check_connection if check else None,
         open=False,
         timeout=timeout_s,

@@ -14,11 +14,13 @@ import strategies
 from model.services import RedisPath
 from model.workload import InvalidWorkload, KeySet, Query, Workload, single
 from strategies import StrategySpec
+from strategies.plugins import PluginError, load_all
 
 RUN_TRIAL = "stampede.run_trial"
 CLOCK = "stampede.clock"
 BASELINE = "stampede.baseline"
 HOST_FACTS = "stampede.host_facts"  # the worker host's cores, memory, kernel (model.hostfacts)
+PLUGINS = "stampede.plugins"  # the worker imports the run's plug-ins, reports their versions
 # The key of the heartbeat number in the liveness readings (coordinator.liveness): a new
 # number is a sign of life, its absence for --worker-silence a lost worker.
 BEAT = "beat"
@@ -81,6 +83,7 @@ class TrialSpec:
     workers: int = 1  # workers in the trial: an open loop's total rate is split over them
     products: int = 0  # rows in the products table (endpoints of experiment 003)
     expiry_grid_ns: int = 0  # --expiry aligned: the first scheduled expiry (coordinator clock); 0: drift
+    plugins: list[str] = field(default_factory=list)  # --plugin modules, imported before the check
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -95,6 +98,10 @@ class TrialSpec:
         if missing:
             raise InvalidTaskArguments(f"missing fields: {', '.join(sorted(missing))}")
         spec = cls(**{f.name: _take(data, f.name) for f in fields(cls) if f.name in data})
+        try:  # the strategy may be a plug-in's: imported first (once per process)
+            load_all(spec.plugins)
+        except PluginError as exc:
+            raise InvalidTaskArguments(str(exc)) from None
         spec.check()
         return spec
 
@@ -156,6 +163,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "params": (dict,),
     "keys": (list,),
     "workload": (dict,),
+    "plugins": (list,),
     "origin_span_s": (int, float),
     "progress_interval_s": (int, float),
 }

@@ -13,9 +13,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from model.custom import CustomOrigin, InvalidOrigin
+from model.think import InvalidThink, ThinkKind, ThinkTime
+from model.trace import InvalidTrace, Trace
+
 MAX_KEYS = 1_000_000
 MAX_STAGES = 64
 PRIME_LIMIT = 10_000  # a single endpoint with more keys starts cold (priming costs a query each)
+MAX_KEY_LIST = 100_000  # keys named by the user (--keys-sql, --keys-file): they travel in each task
 
 
 class InvalidWorkload(ValueError):
@@ -34,6 +39,8 @@ class Query(enum.StrEnum):
     ORDERS = "orders"  # range aggregate over orders (experiment 000)
     PRODUCT = "product"  # primary-key product lookup (experiment 003, light)
     RANKING = "ranking"  # top 10 of a category by sales, full scan (experiment 003, heavy)
+    SQL = "sql"  # the user's own statement (--origin-sql; model.custom)
+    HTTP = "http"  # the user's own HTTP service (--origin-url; model.custom)
 
 
 @dataclass(frozen=True)
@@ -86,8 +93,17 @@ class Endpoint:
     ttl_ms: int
     weight: float = 1.0
     prime: bool = True  # prime every key before the trial (few keys); False: start cold
+    # The user's keys (--keys-sql, --keys-file), hottest first: the key set takes its first
+    # ``keys.count``. Empty: the built-in names ``query:0`` .. ``query:K-1``.
+    key_list: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if len(self.key_list) > MAX_KEY_LIST or len(self.key_list) < (self.keys.count
+                                                                        if self.key_list else 0):
+            raise InvalidWorkload(f"endpoint {self.name}: {len(self.key_list):,} keys named for "
+                                  f"a key set of {self.keys.count:,} (at most {MAX_KEY_LIST:,})")
+        if not all(isinstance(k, str) and 0 < len(k) <= 200 for k in self.key_list):
+            raise InvalidWorkload(f"endpoint {self.name}: keys are strings of 1 to 200 characters")
         if not self.name.isidentifier() or len(self.name) > 32:
             raise InvalidWorkload(f"endpoint name {self.name!r} is not a short identifier")
         if not 1 <= self.ttl_ms <= 24 * 3600 * 1000:
@@ -96,7 +112,10 @@ class Endpoint:
             raise InvalidWorkload(f"endpoint {self.name}: weight {self.weight} must be > 0")
 
     def key_names(self) -> list[str]:
-        """``product:0`` .. ``product:K-1``: the key's number selects the origin row or window."""
+        """``product:0`` .. ``product:K-1``: the key's number selects the origin row or window;
+        the user's keys as they named them."""
+        if self.key_list:
+            return list(self.key_list[: self.keys.count])
         return [f"{self.query.value}:{i}" for i in range(self.keys.count)]
 
 
@@ -113,6 +132,9 @@ class Workload:
     late_ms: float = 10.0  # open loop: a send this late counts as late
     drop_ms: float = 1000.0  # open loop: a send this late is dropped (an error row)
     seed: int = 1
+    origin: CustomOrigin = field(default_factory=CustomOrigin)  # the user's own origin, if any
+    think: ThinkTime = field(default_factory=ThinkTime)  # --think (none: think_ms, constant)
+    trace: Trace | None = None  # --keys-trace: replayed open loop (model.trace)
     names: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -120,8 +142,15 @@ class Workload:
         self.check()
 
     @property
+    def pause(self) -> ThinkTime | None:
+        """The closed loop's think time: ``--think``, else ``--think-ms`` (constant); None: none."""
+        if not self.think.none:
+            return self.think
+        return ThinkTime(ThinkKind.CONSTANT, self.think_ms) if self.think_ms > 0 else None
+
+    @property
     def open_loop(self) -> bool:
-        return bool(self.rates)
+        return bool(self.rates) or self.trace is not None
 
     @property
     def stages(self) -> int:
@@ -149,6 +178,19 @@ class Workload:
             raise InvalidWorkload("several stages need --stage-seconds")
         _check("--stage-seconds", self.stage_s, 0, 3600)
         _check("--think-ms", self.think_ms, 0, 60_000)
+        if self.think_ms > 0 and not self.think.none:
+            raise InvalidWorkload("give --think or --think-ms, not both")
+        if self.trace is not None:
+            self._check_trace(self.trace)
+
+    def _check_trace(self, trace: Trace) -> None:
+        """A trace is the one endpoint's whole traffic, in one stage."""
+        if len(self.endpoints) != 1 or self.stages != 1 or self.rates or self.invalidate_rate:
+            raise InvalidWorkload("--keys-trace replays one endpoint in one stage: no --mix shop, "
+                                  "--rate list, --bypass list, --stage-seconds or --invalidate-rate")
+        keys = len(self.endpoints[0].key_names())
+        if max(trace.codes) >= keys or min(trace.codes) < 0:
+            raise InvalidWorkload(f"the trace names key {max(trace.codes)} of {keys}")
         _check("--value-bytes", self.value_bytes, 0, 64 * 2**20)
         _check("--invalidate-rate", self.invalidate_rate, 0, 10_000)
         _check("late_ms", self.late_ms, 0.1, 60_000)
@@ -157,6 +199,12 @@ class Workload:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data.pop("names")
+        data["origin"] = self.origin.to_json()
+        data["think"] = {**data["think"], "kind": self.think.kind.value}
+        if self.trace is not None:  # compact: codes and offsets as lists
+            data["trace"] = {"codes": list(self.trace.codes),
+                             "offsets_us": list(self.trace.offsets_us),
+                             "speed": self.trace.speed, "rate": self.trace.rate}
         return data
 
     @classmethod
@@ -170,11 +218,28 @@ class Workload:
             for name in ("rates", "bypass"):
                 if name in scalars:
                     scalars[name] = tuple(float(v) for v in scalars[name])
-            return cls(endpoints=endpoints, **scalars)
+            return cls(endpoints=endpoints, **_own(scalars))
+        except InvalidOrigin as exc:
+            raise InvalidWorkload(f"{exc.option}: {exc}") from None
+        except (InvalidThink, InvalidTrace) as exc:
+            raise InvalidWorkload(str(exc)) from None
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, InvalidWorkload):
                 raise
             raise InvalidWorkload(f"malformed workload: {type(exc).__name__}: {exc}") from None
+
+
+def _own(scalars: dict[str, Any]) -> dict[str, Any]:
+    """The user's origin, think time and trace rebuilt (absent from runs before issue 27)."""
+    scalars["origin"] = CustomOrigin.from_json(scalars.get("origin"))
+    trace = scalars.get("trace")
+    scalars["trace"] = None if trace is None else Trace(
+        tuple(int(c) for c in trace["codes"]), tuple(int(o) for o in trace["offsets_us"]),
+        float(trace["speed"]), float(trace["rate"]))
+    think = scalars.get("think") or {}
+    scalars["think"] = ThinkTime(ThinkKind(think.get("kind", "constant")),
+                                 float(think.get("low_ms", 0)), float(think.get("high_ms", 0)))
+    return scalars
 
 
 def _endpoint(data: Mapping[str, Any]) -> Endpoint:
@@ -183,6 +248,7 @@ def _endpoint(data: Mapping[str, Any]) -> Endpoint:
         name=str(data["name"]), query=Query(data["query"]),
         keys=KeySet(KeyKind(keys["kind"]), int(keys["count"]), float(keys["exponent"])),
         ttl_ms=int(data["ttl_ms"]), weight=float(data["weight"]), prime=bool(data["prime"]),
+        key_list=tuple(data.get("key_list") or ()),
     )
 
 

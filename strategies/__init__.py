@@ -17,7 +17,7 @@ from strategies.base import (
     close_strategy,
 )
 from strategies.params import ExpiryGrid
-from strategies.registry import InvalidStrategy, StrategySpec, from_mapping, names, parse
+from strategies.registry import InvalidStrategy, StrategySpec, from_mapping, names, parse, register
 
 __all__ = [
     "Background",
@@ -40,6 +40,7 @@ __all__ = [
     "naive",
     "names",
     "parse",
+    "register",
     "swr",
     "twolevel",
     "xfetch",

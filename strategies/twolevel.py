@@ -115,7 +115,7 @@ class TwoLevel(Lock):
         entry = self.local.get(key)
         if entry is not None and entry[0] > time.monotonic():
             probe.local_hit = 1
-            version.served(probe, entry[1])
+            version.served_decoded(probe, entry[1])  # the process holds its copy decoded
             return HIT
         generation = self._invalidations.generation
         value = self._deps.cache.get(key)

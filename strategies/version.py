@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from strategies import envelope
@@ -19,6 +20,18 @@ from strategies.params import Expiry, OnWrite, Ttl, WriteParams
 
 _VERSION = struct.Struct(">q")
 SIZE = _VERSION.size
+# --compress: every answer decompresses the value it serves (the read-side cost of large values,
+# experiment 004); set per trial by the worker (worker.build), None: values are served as held.
+class _Reading:
+    decode: Callable[[memoryview], object] | None = None
+
+
+READING = _Reading()
+
+
+def decode_with(decode: Callable[[memoryview], object] | None) -> None:
+    """What every answer does with the payload it serves (zlib.decompress, or nothing)."""
+    READING.decode = decode
 
 
 def stamp(version: int, payload: bytes) -> bytes:
@@ -38,7 +51,19 @@ def _unstamped(value: bytes | bytearray | memoryview) -> ValueError:
 
 
 def served(probe: Probe, value: bytes) -> None:
-    """This request answers with ``value`` (``version_of`` inline: it runs on every hit)."""
+    """This request answers with ``value`` (``version_of`` inline: it runs on every hit); with
+    ``--compress`` it decompresses the payload, as a reader of the cache must (a value that does
+    not decompress raises: an error row)."""
+    if len(value) < SIZE:
+        raise _unstamped(value)
+    probe.version_served = _VERSION.unpack_from(value)[0]
+    if (decode := READING.decode) is not None:
+        decode(memoryview(value)[SIZE:])
+
+
+def served_decoded(probe: Probe, value: bytes) -> None:
+    """This request answers from an in-process copy held decoded (two-level's local hit): the
+    version only, no decompression."""
     if len(value) < SIZE:
         raise _unstamped(value)
     probe.version_served = _VERSION.unpack_from(value)[0]

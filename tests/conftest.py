@@ -32,7 +32,8 @@ from tests.containers.fixtures import (  # noqa: F401 - engine + images per sess
     container_images,
     pytest_runtest_makereport,
 )
-from tests.helpers import SECRET, coordinator
+from tests.helpers import ROOT, SECRET, coordinator
+from tests.http_service import start_service
 from tests.strategy_helpers import MakeCommands
 
 TESTS = Path(__file__).resolve().parent
@@ -131,6 +132,14 @@ def postgres_dsn(service_dir: Path, started: list[ManagedProcess]) -> str:
     started.append(proc)
     seed_orders(dsn, 50_000)
     return dsn
+
+
+@pytest.fixture(scope="session")
+def http_service(service_dir: Path, started: list[ManagedProcess]) -> str:
+    """A real HTTP service (gunicorn serving tests/http_service.py); returns its base URL."""
+    proc, base = start_service(service_dir, ROOT)
+    started.append(proc)
+    return base
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -12,11 +13,13 @@ import pyarrow as pa
 import redis
 from psycopg_pool import ConnectionPool
 
-from model.origin import EndpointLoader, OriginShape, ValueShaper
+from model.origin import OriginShape, ValueShaper
+from model.origins import loader_for
+from model.trace import TraceArrivals
 from model.wire import TrialSpec
 from model.workload import Workload
 from results.store.schema import REFRESH_OP, WRITE_OP
-from strategies import Background, Deps, ExpiryGrid, Strategy
+from strategies import Background, Deps, ExpiryGrid, Strategy, version
 from strategies.base import Servers
 from strategies.commands import Commands
 from worker.loop import LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
@@ -42,13 +45,15 @@ class Built:
         return Recorder(client, self.key_names, self.ops)
 
 
-def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPool,
+def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPool | None,
           background: Background | None = None, servers: Servers | None = None) -> Built:
     """Everything the client threads of this worker share, on this worker's clock."""
     workload = spec.workload_spec()
+    version.decode_with(zlib.decompress if workload.compress else None)  # every answer's cost
     shape = OriginShape(spec.origin_span_s, spec.products)
     shaper = ValueShaper(workload.value_bytes, workload.compress)
-    loaders = [EndpointLoader(pool, ep.query, shape, shaper) for ep in workload.endpoints]
+    loaders = [loader_for(ep, workload.origin, pool, shape, shaper, spec.pool_size)
+               for ep in workload.endpoints]
     strategy = spec.strategy_spec()
     built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background,
                                  _grid(spec, ep.ttl_ms), servers))
@@ -58,14 +63,17 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
     stage0 = (spec.stage_start_ns or spec.start_ns) + offset
     stages = Stages(stage0, round(workload.stage_s * 1e9), workload.stages)
     bypass = [workload.bypass_at(0)] + [workload.bypass_at(s) for s in range(workload.stages)]
-    arrivals = None
-    if workload.open_loop:
+    arrivals: Arrivals | TraceArrivals | None = None
+    if workload.trace is not None:  # the recorded pace from the start instant (model.trace)
+        arrivals = TraceArrivals(workload.trace, spec.start_ns + offset, spec.end_ns + offset,
+                                 spec.worker_index % spec.workers, spec.workers)
+    elif workload.open_loop:
         rates = [workload.rate_at(s) for s in range(workload.stages)]
         segs = segments(spec.start_ns + offset, spec.end_ns + offset, stages, rates)
         arrivals = Arrivals(segs, spec.worker_index % spec.workers, spec.workers)
     tables = _tables(workload, workload.seed * 7919 + spec.worker_index)
     ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
-                      think_s=workload.think_ms / 1000, arrivals=arrivals,
+                      think=workload.pause, seed=workload.seed, arrivals=arrivals,
                       drop_ns=round(workload.drop_ms * 1e6),
                       start_ns=spec.start_ns + offset)
     ops = [*workload.names, WRITE_OP, REFRESH_OP]

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from model.origin import Committed
+from model.think import ThinkTime
+from model.trace import TraceArrivals
 from model.workload import Workload
 from results.store.schema import DROPPED
 from strategies import Loader, Outcome, Probe
@@ -49,6 +51,8 @@ class Tables:
 
     @classmethod
     def build(cls, workload: Workload, seed: int) -> Tables:
+        if workload.trace is not None:
+            return cls.replay(workload, seed)
         rng = random.Random(seed)
         keys: list[str] = []
         codes = []
@@ -59,6 +63,14 @@ class Tables:
             keys += ep.key_names()
         weights = [ep.weight for ep in workload.endpoints]
         return cls(keys, weighted_table(weights, rng), codes, uniform_table(rng))
+
+    @classmethod
+    def replay(cls, workload: Workload, seed: int) -> Tables:
+        """A trace's tables: entry ``i`` is the trace's request ``i`` (one endpoint)."""
+        assert workload.trace is not None
+        n = len(workload.trace.codes)
+        return cls(workload.endpoints[0].key_names(), array("b", bytes(n)),
+                   [array("i", workload.trace.codes)], uniform_table(random.Random(seed), n))
 
 
 @dataclass
@@ -71,8 +83,9 @@ class LoopContext:
     stages: Stages
     bypass: Sequence[float]  # per stage, index stage + 1 (index 0: warm-up, as stage 0)
     end_ns: int
-    think_s: float = 0.0
-    arrivals: Arrivals | None = None
+    think: ThinkTime | None = None  # the closed loop's pause after each request (model.think)
+    seed: int = 1  # each client's think-time generator: seeded by it and the client number
+    arrivals: Arrivals | TraceArrivals | None = None
     drop_ns: int = 1_000_000_000
     start_ns: int = 0  # the common start instant (worker clock); 0: at once
     counter: itertools.count[int] = field(default_factory=itertools.count)
@@ -122,7 +135,7 @@ def closed_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
     """Request after request until the end instant, with the think time between them."""
     probe = Probe()
     n = rec.client * SPREAD
-    think = ctx.think_s
+    pause = ctx.think.pauses(ctx.seed * 1_000_003 + rec.client) if ctx.think else None
     if not wait_for_start(ctx, gate, stop):
         return
     while not stop.is_set():
@@ -131,8 +144,8 @@ def closed_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
             return
         request(ctx, rec, probe, n & MASK, t, t)
         n += 1
-        if think:
-            stop.wait(think)
+        if pause is not None and (wait := pause((time.time_ns() - t) / 1e9)) > 0:
+            stop.wait(wait)
 
 
 def open_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
@@ -156,9 +169,9 @@ def open_loop(ctx: LoopContext, rec: Recorder, gate: threading.Event,
             if stop.wait(ahead / 1e9):
                 return
         elif -ahead > ctx.drop_ns:
-            _dropped(ctx, rec, probe, k & MASK, intended)
+            _dropped(ctx, rec, probe, ctx.arrivals.slot(k), intended)
             continue
-        request(ctx, rec, probe, k & MASK, intended)
+        request(ctx, rec, probe, ctx.arrivals.slot(k), intended)
 
 
 def _dropped(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, intended: int) -> None:

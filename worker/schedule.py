@@ -114,6 +114,10 @@ class Arrivals:
         """How many of ``count`` global sends fall to this worker."""
         return max(0, -(-(count - self.worker) // self.workers))
 
+    def slot(self, k: int) -> int:
+        """The table index of the worker's k-th send (endpoint, key and bypass draw)."""
+        return k & MASK
+
     def instant(self, k: int) -> int | None:
         if k >= self.total:
             return None

@@ -10,8 +10,17 @@ from celery import Task
 
 from model.hostfacts import host_facts
 from model.services import Services
-from model.wire import BASELINE, CLOCK, HOST_FACTS, RUN_TRIAL, InvalidTaskArguments, TrialSpec
+from model.wire import (
+    BASELINE,
+    CLOCK,
+    HOST_FACTS,
+    PLUGINS,
+    RUN_TRIAL,
+    InvalidTaskArguments,
+    TrialSpec,
+)
 from results.store import transport
+from strategies.plugins import installed
 from worker.app import app
 from worker.baseline import BaselineSpec, run_baseline
 from worker.recorder import Recorder
@@ -50,6 +59,14 @@ def clock_task() -> int:
 def host_facts_task() -> dict[str, Any]:
     """This worker host's facts (cores, memory, kernel) for the run's manifest."""
     return host_facts()
+
+
+@app.task(name=PLUGINS)
+def plugins_task(names: object) -> dict[str, str]:
+    """Import the run's plug-ins here and report their versions (coordinator.plugins)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(names) > 64:
+        raise InvalidTaskArguments("plugins: a list of up to 64 names")
+    return installed(names)
 
 
 @app.task(name=BASELINE)

@@ -13,7 +13,8 @@ from collections.abc import Callable
 import redis
 
 from model.memcache import Memcache
-from model.services import RedisPath, Services, make_pool, redis_commands
+from model.origins import origin_pool
+from model.services import RedisPath, Services, redis_commands
 from model.wire import TrialResult, TrialSpec
 from results.store import transport
 from results.store.schema import REFRESH_OP
@@ -115,7 +116,7 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
     kind, cache_url, cache = trial_cache(spec, services)
     locks = redis_commands(RedisPath(spec.redis_client), services.lock_url, spec.clients,
                            spec.redis_max_connections)
-    pool = make_pool(services.origin_dsn, spec.pool_size)
+    pool = origin_pool(services.origin_dsn, spec.workload_spec().origin, spec.pool_size)
     broker = redis.Redis.from_url(services.broker_url, socket_timeout=5, socket_connect_timeout=5)
     shipper = Shipper(broker, transport.rows_key(spec.run_id, spec.trial), spec.worker_index,
                       spec.progress_interval_s, fold=metrics.COLLECTOR.folder(spec))
@@ -136,7 +137,8 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
             shipped = shipper.finish()  # what was recorded leaves, whatever failed
             metrics.COLLECTOR.finish(spec)
     finally:
-        pool.close()
+        if pool is not None:  # none for an HTTP origin
+            pool.close()
         cache.close()
         locks.close()
         broker.close()

@@ -20,10 +20,13 @@ from coordinator.cli.options import (
     liveness_options,
     net_control_option,
     observe_options,
+    plugin_list,
     service_options,
     strategy_list,
 )
+from coordinator.cli.origin_options import origin_options
 from coordinator.cli.rerun import rerun
+from coordinator.cli.traffic_options import traffic_options
 from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
@@ -41,6 +44,10 @@ def cli() -> None:
 
 
 @cli.command("launch")
+@click.option("--plugin", "plugins", multiple=True, is_eager=True, callback=plugin_list,
+              metavar="MODULE",
+              help="Import MODULE (on the path) for the strategies it registers, here and in "
+                   "every worker, which must report the same version (repeatable; docs/plugins.md).")
 @click.option("--workers", type=click.IntRange(1, 256), default=defaults.WORKERS,
               show_default=True, help="Celery workers (local processes on the embedded stack).")
 @click.option("--clients", type=click.IntRange(1, 100_000), default=defaults.CLIENTS,
@@ -63,7 +70,8 @@ def cli() -> None:
               default=defaults.ORIGIN_TARGET_MS, show_default=True,
               help="Median the origin query is tuned to.")
 @click.option("--seed/--no-seed", default=None,
-              help="Seed and calibrate the origin [default: only on the embedded stack].")
+              help="Seed and calibrate the origin [default: only a PostgreSQL the embedded stack "
+                   "starts; your own --origin-sql never].")
 @service_options
 @click.option("--worker-timeout", type=click.FloatRange(1, 3600), default=None,
               help=f"Seconds to wait for --workers workers to answer [default: "
@@ -93,6 +101,8 @@ def cli() -> None:
                    "owned by each thread, commands packed once) or pooled (redis.Redis over a "
                    "shared pool, as before); docs/redis-client.md [env STAMPEDE_REDIS_CLIENT].")
 @workload_options
+@traffic_options
+@origin_options
 @liveness_options
 @observe_options
 @click.option("--quiet", is_flag=True, help="Print only the table.")

@@ -13,9 +13,25 @@ from typing import Any
 import click
 import psycopg
 import redis
+import urllib3
 from celery.exceptions import CeleryError
+from click.core import ParameterSource
 
 from coordinator import faults
+from coordinator.cli.given import (
+    check_given_faults,
+    given_from,
+    primed_keys,
+    resolve_origin,
+    services_from,
+)
+from coordinator.cli.origin_options import (
+    check_origin_options,
+    counter_of,
+    custom_origin,
+    key_source,
+)
+from coordinator.cli.traffic_options import with_trace
 from coordinator.cli.workload_options import (
     apply_preset,
     build_workload,
@@ -40,9 +56,10 @@ from coordinator.probe import Unreachable, wait_for
 from coordinator.stack import EmbeddedStack, StackError
 from coordinator.stack.processes import guarded
 from coordinator.stack.reaper import Reaper
-from model.services import ENV, RedisPath, Services, mask_url
+from model.custom import OriginKind
+from model.http_origin import HttpPoolTimeout, HttpStatusError
+from model.services import RedisPath, Services, mask_url
 from model.wire import InvalidResult
-from model.workload import Workload
 from results.outputs import summary
 from results.store import rundir
 from strategies import InvalidStrategy
@@ -50,7 +67,8 @@ from strategies.base import CacheServer
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
-              TimeoutError, ClockError, OriginNotReady, InvalidResult)
+              TimeoutError, ClockError, OriginNotReady, InvalidResult, urllib3.exceptions.HTTPError,
+              HttpStatusError, HttpPoolTimeout)
 
 
 class RunFailed(RuntimeError):
@@ -59,25 +77,6 @@ class RunFailed(RuntimeError):
 
 def new_run_id() -> str:
     return datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
-
-
-def services_from(options: dict[str, Any]) -> Services | None:
-    """All four service options, or none (embedded stack); a partial set is bad input. A
-    memcached cache beside them (``--memcache-url``) is optional."""
-    given = {name: options.get(name) for name in ENV}
-    memcache = str(options.get("memcache_url") or "")
-    if not any(given.values()):
-        if memcache:
-            raise click.BadParameter("a memcached cache beside remote services needs the four "
-                                     "service URLs too (the embedded stack starts its own "
-                                     "memcached)", param_hint="--memcache-url")
-        return None
-    missing = [name for name, value in given.items() if not value]
-    if missing:
-        flags = ", ".join("--" + m.replace("_", "-") for m in missing)
-        raise click.UsageError(f"remote services need all four URLs; missing {flags} "
-                               f"(or set {', '.join(ENV[m] for m in missing)})")
-    return Services(**{k: str(v) for k, v in given.items()}, memcache_url=memcache)
 
 
 def timing_from(options: dict[str, Any]) -> Timing:
@@ -93,14 +92,26 @@ def timing_from(options: dict[str, Any]) -> Timing:
     return timing
 
 
+def _keys_given(ctx: click.Context | None) -> bool:
+    """``--keys`` typed (or from a preset) rather than its default."""
+    return ctx is not None and ctx.get_parameter_source("keys") not in (ParameterSource.DEFAULT,
+                                                                         None)
+
+
 def config_from(options: dict[str, Any]) -> LaunchConfig:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         options = apply_preset(ctx, options)
-    services = services_from(options)
+    origin = custom_origin(options)
+    check_origin_options(options, origin)
+    http = origin.kind is OriginKind.HTTP
+    services = services_from(options, http)
+    given = None if services is not None else given_from(options, http)
     out = options["out"] or Path("runs") / new_run_id()
-    seed = options["seed"] if options["seed"] is not None else services is None
-    workload = build_workload(options)
+    own_db = bool(given and given.origin_dsn)  # the user's database beside the embedded stack
+    seed = (options["seed"] if options["seed"] is not None
+            else services is None and not own_db and origin.builtin)
+    workload = with_trace(build_workload(options, origin), options, _keys_given(ctx))
     timing = timing_from(options)
     seconds = trial_seconds(workload, options["seconds"], timing.warmup_s, options["ttl_s"])
     if (warning := stage_warning(workload, options["seconds"])) is not None:
@@ -117,7 +128,10 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         expiry=ExpiryMode(options.get("expiry") or ExpiryMode.DRIFT),
         on_worker_loss=LossPolicy(options.get("on_worker_loss") or LossPolicy.CONTINUE),
         redis_client=RedisPath(options.get("redis_client") or RedisPath.LEAN),
-        preset=options.get("preset"), command=mask_argv(typed_argv(), services),
+        preset=options.get("preset"), command=mask_argv(typed_argv(), services or given),
+        given=given, key_source=key_source(options, _keys_given(ctx) and not origin.builtin),
+        counter=counter_of(options),
+        plugins=tuple(options.get("plugins") or ()),
     )
     check_config(config)
     return config
@@ -141,6 +155,7 @@ def check_config(config: LaunchConfig) -> None:
             f"{faults.label(on_processes)}: faults act on the embedded stack's own processes; "
             "not allowed with remote services (drop --fault or the service URLs)",
             param_hint="--fault")
+    check_given_faults(config, on_processes)
     if on_links and (config.net_control is None or config.services is None):
         raise click.BadParameter(
             f"{faults.label(on_links)}: net: faults act on the links of the namespace lab; they need "
@@ -192,11 +207,6 @@ def link_control(config: LaunchConfig) -> LinkControl | None:
     return control
 
 
-def primed_keys(workload: Workload) -> tuple[str, ...]:
-    """The keys primed before each trial; their TTL periods are the trial's expiry events."""
-    return tuple(k for ep in workload.endpoints if ep.prime for k in ep.key_names())
-
-
 def open_run_dir(out: Path) -> rundir.RunWriter:
     try:
         return rundir.RunWriter.create(out)
@@ -225,10 +235,39 @@ def launch(options: dict[str, Any]) -> Path:
     return execute(config, quiet=bool(options.get("quiet")), observe=watch)
 
 
+def checked_services(config: LaunchConfig, console: Console) -> LaunchConfig:
+    """The given services answer and the user's origin is resolved (bad input: exit 2)."""
+    check_reachable(config.services or config.given, config.timing.service_wait_s, console.say)
+    if config.workload.origin.builtin:
+        return config
+    config = resolve_origin(config)
+    check_config(config)
+    return config
+
+
+def start_services(stack: contextlib.ExitStack, config: LaunchConfig, observer: Observer,
+                   console: Console, net: LinkControl | None
+                   ) -> tuple[Services, Injector | None, EmbeddedStack | None]:
+    """The run's services (the embedded stack started for what is not given) and fault hooks."""
+    if config.services is not None:
+        if net is None:
+            return config.services, None, None
+        links = Injector(None, config.faults, config.seconds, console.say, net=net)
+        stack.callback(links.close)
+        links.open()
+        return config.services, links, None
+    embedded = stack.enter_context(EmbeddedStack(
+        config.workers, say=console.say, metrics_ports=observer.worker_ports(config.workers),
+        memcached=CacheServer.MEMCACHED in config.cache_servers, given=config.given,
+        postgres=config.started_postgres))
+    hooks = Injector(embedded, config.faults, config.seconds, console.say) if config.faults else None
+    return embedded.services, hooks, embedded
+
+
 def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None) -> Path:
     """Run ``config`` into its run directory, print the summary table; return the directory."""
     console = Console(quiet=quiet)
-    check_reachable(config.services, config.timing.service_wait_s, console.say)
+    config = checked_services(config, console)
     net = link_control(config)
     writer = open_run_dir(config.out)
     console.say(f"run {writer.root.name}: {len(config.strategies)} strategies x {config.repeat} "
@@ -240,19 +279,7 @@ def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions |
             reaper = Reaper()  # first: whatever follows dies with us, should we be killed
             stack.callback(reaper.close)
             stack.enter_context(guarded(reaper))
-            services, hooks, watched = config.services, None, None
-            if services is None:
-                embedded = stack.enter_context(EmbeddedStack(
-                    config.workers, say=console.say, metrics_ports=observer.worker_ports(config.workers),
-                    memcached=CacheServer.MEMCACHED in config.cache_servers))
-                services = embedded.services
-                watched = embedded
-                if config.faults:
-                    hooks = Injector(embedded, config.faults, config.seconds, console.say)
-            elif net is not None:
-                hooks = Injector(None, config.faults, config.seconds, console.say, net=net)
-                stack.callback(hooks.close)
-                hooks.open()
+            services, hooks, watched = start_services(stack, config, observer, console, net)
             stack.enter_context(observer.running(services, watched))
             app = client_app(services.broker_url)
             stack.callback(app.close)

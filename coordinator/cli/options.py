@@ -14,6 +14,7 @@ from coordinator.faults.net import ENV as NET_CONTROL_ENV
 from coordinator.liveness import LossPolicy
 from model.services import ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from strategies import StrategySpec
+from strategies.plugins import PluginError, load_all
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -48,6 +49,16 @@ def strategy_list(ctx: click.Context, param: click.Parameter, value: str) -> tup
     if duplicates:
         raise click.BadParameter(f"listed twice: {', '.join(duplicates)}", ctx, param)
     return specs
+
+
+def plugin_list(ctx: click.Context, param: click.Parameter,
+                value: tuple[str, ...]) -> tuple[str, ...]:
+    """Each ``--plugin MODULE`` imported now (eager: before ``--strategies`` names its classes)."""
+    try:
+        load_all(value)
+    except PluginError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+    return value
 
 
 def fault_list(ctx: click.Context, param: click.Parameter,

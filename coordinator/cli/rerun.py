@@ -14,9 +14,12 @@ from typing import Any
 
 import click
 
-from coordinator.cli.launch import check_config, execute, new_run_id, services_from, typed_argv
+from coordinator.cli.given import given_from, services_from
+from coordinator.cli.launch import check_config, execute, new_run_id, typed_argv
 from coordinator.config import LaunchConfig
 from coordinator.manifest import Manifest, ManifestError, mask_argv
+from model.custom import OriginKind
+from model.services import Services
 from results.outputs import config_diff
 from results.outputs.text import grid
 from results.store import rundir
@@ -34,22 +37,39 @@ def load(run_dir: Path) -> tuple[str, dict[str, Any], Manifest]:
         raise click.BadParameter(f"{path}: {exc}", param_hint="RUN_DIR") from None
 
 
-def config_for(run_id: str, meta: dict[str, Any], manifest: Manifest,
-               options: dict[str, Any]) -> LaunchConfig:
-    """The recorded experiment on the services given now (or the embedded stack)."""
-    services = services_from(options)
+def _given(manifest: Manifest, options: dict[str, Any], run_id: str,
+           meta: dict[str, Any]) -> tuple[Services | None, Services | None]:
+    """The services given now: all of them for a run on remote services, and at least those
+    the original run was given beside its embedded stack (``--origin-dsn``...)."""
+    origin = (manifest.options.get("workload") or {}).get("origin") or {}
+    http = origin.get("kind") == OriginKind.HTTP.value
+    services = services_from(options, http)
     if services is None and not manifest.options.get("embedded_stack", True):
         cache = meta.get("services", {}).get("cache_url", "?")
         raise click.UsageError(f"run {run_id} ran on remote services (cache {cache}); give "
                                "--cache-url --lock-url --broker-url --origin-dsn again "
                                "(credentials were never written)")
+    given = None if services is not None else given_from(options, http)
+    have = {k for k, v in vars(given).items() if v} if given else set()
+    missing = sorted(set(manifest.options.get("given") or []) - have)
+    if services is None and missing:
+        flags = " ".join("--" + m.replace("_", "-") for m in missing)
+        raise click.UsageError(f"run {run_id} was given {flags}; give it again (credentials "
+                               "were never written)")
+    return services, given
+
+
+def config_for(run_id: str, meta: dict[str, Any], manifest: Manifest,
+               options: dict[str, Any]) -> LaunchConfig:
+    """The recorded experiment on the services given now (or the embedded stack)."""
+    services, given = _given(manifest, options, run_id, meta)
     try:
         config = manifest.config(options["out"] or Path("runs") / new_run_id(), services,
                                  options["repeat"])
     except ManifestError as exc:
         raise click.BadParameter(str(exc), param_hint="RUN_DIR") from None
-    config = replace(config, command=mask_argv(typed_argv(), services), rerun_of=run_id,
-                     net_control=options.get("net_control") or config.net_control)
+    config = replace(config, command=mask_argv(typed_argv(), services or given), rerun_of=run_id,
+                     net_control=options.get("net_control") or config.net_control, given=given)
     check_config(config)
     return config
 

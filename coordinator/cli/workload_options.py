@@ -11,8 +11,11 @@ from typing import Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from coordinator.cli.origin_options import custom_endpoints
 from coordinator.plan import drain_s
+from model.custom import CustomOrigin
 from model.origin import CATEGORIES
+from model.think import ThinkTime
 from model.workload import InvalidWorkload, KeySet, Query, Workload, shop, single
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -133,20 +136,25 @@ def apply_preset(ctx: click.Context, options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def build_workload(options: dict[str, Any]) -> Workload:
-    """The run's workload from (preset-filled) options; bad combinations are one-line errors."""
+def build_workload(options: dict[str, Any], origin: CustomOrigin | None = None) -> Workload:
+    """The run's workload from (preset-filled) options; bad combinations are one-line errors.
+    The user's own origin (``origin``) is one endpoint, its keys read at the start of the run."""
+    origin = origin or CustomOrigin()
     ttl_ms = round(options["ttl_s"] * 1000)
     keys: KeySet = options["keys"]
     if any(not 0 <= b <= 100 for b in options["bypass"]):
         raise click.UsageError(f"--bypass takes percentages 0-100, got {options['bypass']}")
     shopping = options["mix"] == "shop"
     endpoints = shop(keys, CATEGORIES, ttl_ms) if shopping else single(Query.ORDERS, keys, ttl_ms)
+    if not origin.builtin:
+        endpoints = custom_endpoints(origin, ttl_ms)
     try:
         return Workload(
             endpoints, rates=options["rate"], bypass=tuple(b / 100 for b in options["bypass"]),
             stage_s=options["stage_seconds"], think_ms=options["think_ms"],
             value_bytes=options["value_bytes"], compress=options["compress"],
-            invalidate_rate=options["invalidate_rate"],
+            invalidate_rate=options["invalidate_rate"], origin=origin,
+            think=options.get("think") or ThinkTime(),
         )
     except InvalidWorkload as exc:
         raise click.UsageError(str(exc)) from None

@@ -33,6 +33,8 @@ def start_exporters(redis_urls: dict[str, str], origin_dsn: str, home: Path, tar
             procs.append(ManagedProcess(f"redis-exporter-{role}", argv, home / f"exporter-{role}.log"))
             targets.add("redis", f"127.0.0.1:{port}", role=role)
     binary = shutil.which(POSTGRES_EXPORTER)
+    if not origin_dsn:  # an HTTP origin (--origin-url): no PostgreSQL to watch
+        return procs
     if binary is None:
         say(f"observe: {POSTGRES_EXPORTER} not installed (make observe-deps): no PostgreSQL server metrics")
         return procs

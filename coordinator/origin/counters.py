@@ -8,7 +8,7 @@ from model.origin import MARKS
 from model.workload import Query
 
 
-def origin_db_calls(dsn: str, queries: tuple[Query, ...] = tuple(Query)) -> int:
+def origin_db_calls(dsn: str, queries: tuple[Query, ...] = tuple(MARKS)) -> int:
     """PostgreSQL's own count of origin queries so far (pg_stat_statements), all endpoints."""
     pattern = "|".join(MARKS[q] for q in queries)
     with pg_connect(dsn, autocommit=True) as conn:

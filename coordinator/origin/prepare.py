@@ -9,7 +9,7 @@ import psycopg
 
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
-from coordinator.origin import calibrate, seed
+from coordinator.origin import calibrate, own, seed
 from model.origin import OriginShape
 from model.services import Services
 from model.workload import Query
@@ -18,7 +18,10 @@ PRODUCT_QUERIES = (Query.PRODUCT, Query.RANKING)
 
 
 def prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
-    """Seed (when asked) and calibrate the origin query; its median is printed and recorded."""
+    """Seed (when asked) and calibrate the origin query; its median is printed and recorded.
+    The user's own origin is neither seeded nor calibrated (coordinator.origin.own)."""
+    if not config.workload.origin.builtin:
+        return own.prepare(config.workload, services, config.counter, console)
     dsn = services.origin_dsn
     seed.prepare_versions(dsn)
     if Query.ORDERS not in {ep.query for ep in config.workload.endpoints}:  # e.g. the shop mix

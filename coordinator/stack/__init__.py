@@ -22,6 +22,8 @@ from coordinator.stack.redis_server import redis_answers, start_redis
 from model.services import Services
 
 __all__ = ["EmbeddedStack", "StackError"]
+# The Redis servers the stack starts, by process name, and the Services field of each.
+REDIS_FIELDS = {"cache": "cache_url", "lock-store": "lock_url", "broker": "broker_url"}
 
 
 class EmbeddedStack:
@@ -29,10 +31,15 @@ class EmbeddedStack:
 
     def __init__(self, workers: int, say: Callable[[str], None] = lambda _: None,
                  keep_workdir: bool = False, metrics_ports: list[int] | None = None,
-                 memcached: bool = False) -> None:
-        """``memcached``: also start a memcached cache (a run with strategies on memcached)."""
+                 memcached: bool = False, given: Services | None = None,
+                 postgres: bool = True) -> None:
+        """``memcached``: also start a memcached cache (a run with strategies on memcached).
+        ``given``: services given by URL (its non-empty fields), which are not started here;
+        ``postgres``: start a PostgreSQL when none is given (not for an HTTP origin)."""
         self.worker_count = workers
         self._memcached = memcached
+        self._given = given or Services("", "", "", "")
+        self._postgres = postgres
         self.metrics_ports = metrics_ports  # one per worker: STAMPEDE_METRICS_PORT (None: off)
         self._say = say
         self._keep = keep_workdir
@@ -62,22 +69,29 @@ class EmbeddedStack:
         self.stop(keep_logs=exc is not None)
 
     def start(self) -> None:
-        urls = self.urls
-        for name in ("cache", "lock-store", "broker"):
+        urls, given = self.urls, self._given
+        for name, field in REDIS_FIELDS.items():
+            if getattr(given, field):
+                continue
             proc, urls[name] = start_redis(name, self.workdir)
             self.processes.append(proc)
-        self._say(f"redis: cache {urls['cache']}, lock store {urls['lock-store']}, "
-                  f"broker {urls['broker']}")
-        memcache_url = ""
-        if self._memcached:
+        self._say("redis: " + ", ".join(f"{name.replace('-', ' ')} {urls[name]}"
+                                        for name in REDIS_FIELDS if name in urls))
+        memcache_url = given.memcache_url
+        if self._memcached and not memcache_url:
             proc, memcache_url = start_memcached(self.workdir)
             self.processes.append(proc)
             self._say(f"memcached: {memcache_url}")
-        proc, dsn = start_postgres(self.workdir)
-        self.processes.append(proc)
-        self._say(f"postgres: {dsn}")
-        self._services = Services(urls["cache"], urls["lock-store"], urls["broker"], dsn,
-                                  memcache_url=memcache_url)
+        dsn = given.origin_dsn
+        if self._postgres and not dsn:
+            proc, dsn = start_postgres(self.workdir)
+            self.processes.append(proc)
+            self._say(f"postgres: {dsn}")
+        redis_urls = {f: getattr(given, f) or urls[n] for n, f in REDIS_FIELDS.items()}
+        self._services = Services(**redis_urls, origin_dsn=dsn, memcache_url=memcache_url)
+        if any(getattr(given, f) for f in (*REDIS_FIELDS.values(), "origin_dsn", "memcache_url")):
+            self._say("given, not started: " + ", ".join(
+                f"{f} {v}" for f, v in given.masked().items() if v))
         self.processes += start_workers(self.worker_count, self._services, self.workdir,
                                         self.metrics_ports)
         self._say(f"celery: {self.worker_count} worker processes starting")

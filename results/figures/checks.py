@@ -53,11 +53,13 @@ def saturation_reason(row: Mapping[str, Any]) -> str:
 
 
 def statement_rows(before: Snapshot, after: Snapshot, run_id: str, trial: int,
-                   origin_marks: Collection[str]) -> list[dict[str, Any]]:
+                   origin_marks: Collection[str],
+                   origin_ids: Collection[int] = ()) -> list[dict[str, Any]]:
     """Per-statement calls and time during the trial, with each one's share of database time.
 
     A statement is an origin statement when it holds one of ``origin_marks`` (every endpoint's
-    query, the same set the origin-call cross-check counts)."""
+    query, the same set the origin-call cross-check counts) or is one of ``origin_ids`` (the
+    user's statement, by query id)."""
     deltas = []
     for queryid, (query, calls, total_ms) in after.items():
         _, calls0, total0 = before.get(queryid, (query, 0, 0.0))
@@ -68,7 +70,8 @@ def statement_rows(before: Snapshot, after: Snapshot, run_id: str, trial: int,
     return [
         {"run_id": run_id, "trial": trial, "queryid": queryid, "query": query[:500],
          "calls": calls, "total_ms": total, "mean_ms": total / calls,
-         "share": total / db_time if db_time > 0 else 0.0, "is_origin": any(m in query for m in origin_marks)}
+         "share": total / db_time if db_time > 0 else 0.0,
+         "is_origin": queryid in origin_ids or any(m in query for m in origin_marks)}
         for queryid, query, calls, total in deltas
     ]
 

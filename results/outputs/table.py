@@ -106,6 +106,8 @@ def _commands_per_request(rows: list[Mapping[str, Any]]) -> str:
 def _db_check(rows: list[Mapping[str, Any]]) -> str:
     """``ok``, or each repeat's mismatch; ``LOST`` instead of ``MISMATCH`` when every mismatch
     is a trial whose lost workers' rows are missing (PostgreSQL counted their calls)."""
+    if any(r.get("db_check") == "unchecked" for r in rows):  # no counter: never "ok"
+        return "unchecked"
     bad = [r for r in rows if not r["db_calls_match"]]
     if not bad:
         return "ok"
@@ -180,7 +182,9 @@ def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
         if r["below_floor"]:
             out.append(f"{where}: p50 {r['p50_ms']:.3f} ms is below "
                        f"the cache round-trip floor {r['floor_ms']:.3f} ms: check the errors")
-        if not r["db_calls_match"]:
+        if r.get("db_check") == "unchecked":
+            out.append(f"{where}: origin calls unchecked: {r.get('db_check_detail')}")
+        elif not r["db_calls_match"]:
             out.append(f"{where}: " + origin_mismatch(r["origin_calls_total"], r["db_calls"],
                                                       int(_get(r, "workers_lost", 0))))
         out.extend(f"{where}: {n}" for n in liveness_notes(r))

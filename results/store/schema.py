@@ -171,6 +171,11 @@ TRIAL_SCHEMA = pa.schema(
         ("rows_dropped", pa.int64()),  # rows workers could not send (the coordinator behind)
         ("calls_dropped", pa.int64()),  # origin calls among them (PostgreSQL counted them)
         ("rows_written", pa.int64()),  # request rows of the trial in requests/
+        # The origin's own count against the clients' (coordinator.origin.check): ok, mismatch,
+        # or unchecked (no counter to read: db_calls is then -1, db_calls_match false), and
+        # what was counted (or why nothing could be).
+        ("db_check", pa.string()),
+        ("db_check_detail", pa.string()),
     ]
 )
 

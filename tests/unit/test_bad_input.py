@@ -13,6 +13,42 @@ import pytest
 from tests.helpers import assert_bad_input, coordinator, run_cli
 
 # (argv after ``launch``, text the one line must hold)
+DSN = "postgresql://u@127.0.0.1:1/d"
+URL = "http://127.0.0.1:1/items/{key}"
+# your own origin (issue 27): each refused before any service is asked
+OWN_ORIGIN_CASES = [
+    (["--origin-sql", "UPDATE t SET x = 1 WHERE id = %s", "--origin-dsn", DSN, "--keys-file", "k"],
+     "not a SELECT (it begins with UPDATE)"),
+    (["--origin-sql", "SELECT 1; DROP TABLE t", "--origin-dsn", DSN, "--keys-file", "k"],
+     "one statement"),
+    (["--origin-sql", "", "--origin-dsn", DSN, "--keys-file", "k"], "the statement is empty"),
+    (["--origin-sql", "@/nonexistent/q.sql"], "cannot read /nonexistent/q.sql"),
+    (["--origin-sql", "SELECT %s", "--keys-file", "k"], "give --origin-dsn"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN], "exactly one of --keys-sql"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--keys-sql", "SELECT 1"],
+     "exactly one of --keys-sql"),
+    (["--keys-sql", "SELECT 1"], "needs your own origin"),
+    (["--keys-file", "k"], "needs your own origin"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--write-sql",
+      "UPDATE t SET x = 1 WHERE id = %s"], "writes only at --invalidate-rate"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--invalidate-rate", "2"],
+     "written only by --write-sql"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--seed"],
+     "never seeded"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--mix", "shop"],
+     "--mix"),
+    (["--origin-url", "http://127.0.0.1:1/items", "--keys-file", "k"], "must hold {key} once"),
+    (["--origin-url", "ftp://h/{key}", "--keys-file", "k"], "not an http:// or https:// URL"),
+    (["--origin-url", URL, "--origin-sql", "SELECT %s"], "not both"),
+    (["--origin-url", URL, "--keys-sql", "SELECT 1"], "with --origin-url give --keys-file"),
+    (["--origin-url", URL, "--keys-file", "k", "--origin-counter-url", "http://h/metrics"],
+     "together"),
+    (["--origin-url", URL, "--keys-file", "k", "--fault", "origin:lock@3+1"],
+     "not a process of the embedded stack"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--fault",
+      "origin:exhaust@3+1"], "not a process of the embedded stack"),
+    (["--origin-url", URL, "--keys-file", "k", "--http-read-ms", "0"], "--http-read-ms"),
+]
 LAUNCH_CASES = [
     (["--workers", "0"], "--workers"), (["--workers", "-3"], "--workers"),
     (["--workers", "many"], "'many' is not a valid integer"),
@@ -31,7 +67,8 @@ LAUNCH_CASES = [
     (["--cache-url", "http://x"], "--cache-url"),
     (["--origin-dsn", "redis://x"], "--origin-dsn"),
     (["--broker-url", "redis://127.0.0.1:99999/0"], "--broker-url"),
-    (["--cache-url", "redis://127.0.0.1:1/0"], "missing --lock-url"),
+    # a service given beside the embedded stack is asked first (0: once), before anything starts
+    (["--cache-url", "redis://127.0.0.1:1/0", "--service-timeout", "0"], "--cache-url"),
     (["--fault", "nonsense"], "TARGET:ACTION@SECONDS"),
     (["--fault", "db:kill@1"], "allowed: lock-store, cache, origin, worker, broker"),
     (["--fault", "cache:melt@1"], "allowed: kill, pause"),
@@ -48,7 +85,7 @@ LAUNCH_CASES = [
     (["--strategies", "meta-memcache", "--ttl", "1.5"], "whole seconds"),
     (["--strategies", "dogpile", "--expiry", "aligned"], "sets its values' expiry itself"),
     (["--memcache-url", "redis://127.0.0.1:1/0"], "--memcache-url"),
-    (["--memcache-url", "memcache://127.0.0.1:1"], "needs the four service URLs"),
+    (["--memcache-url", "memcache://127.0.0.1:1", "--service-timeout", "0"], "--memcache-url"),
     (["--strategies", "meta-memcache", "--cache-url", "redis://127.0.0.1:1/0", "--lock-url",
       "redis://127.0.0.1:1/1", "--broker-url", "redis://127.0.0.1:1/2", "--origin-dsn",
       "postgresql://u@127.0.0.1:1/d"], "keeps its values on memcached"),
@@ -58,7 +95,7 @@ LAUNCH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "says"), LAUNCH_CASES)
+@pytest.mark.parametrize(("args", "says"), LAUNCH_CASES + OWN_ORIGIN_CASES)
 def test_launch_bad_values(args: list[str], says: str, capsys: pytest.CaptureFixture[str],
                            tmp_path: Path) -> None:
     code, err = run_cli(["launch", "--out", str(tmp_path / "run"), *args], capsys)
