@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import platform
 
-from bench import cluster, recording, report_10m
+from bench import cluster, recording, report_rows, soak
 
 
 def main() -> None:
     print(f"machine: {platform.machine()}, {platform.python_implementation()} "
           f"{platform.python_version()}; reproduce with: make bench")
     recording.run()
-    print("== report on 10 million rows")
-    report_10m.main()
+    print(f"== report on {report_rows.ROWS:,} rows")
+    report_rows.main()
+    soak.run()
     with_metrics = cluster.run(metrics=True)
     figures = cluster.run()
     print(f"generator efficiency with metrics on (scraped each second): {with_metrics.efficiency:.2f}")

@@ -102,7 +102,7 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
                          span_s=state.meta["origin"]["span_s"], hooks=hooks,
                          products=state.meta["origin"].get("products", 0))
-    caches = runner.expiry_meta()  # the first cache's keys as before, each cache's under "caches"
+    caches = runner.events.expiry_meta()  # the first cache's keys as before, each cache's under "caches"
     state.meta["expiries"] = {**next(iter(caches.values())), "mode": config.expiry.value,
                               "caches": caches}
     for kind, listener in runner.caches.listeners.items():

@@ -97,6 +97,13 @@ class RowGatherer:
         sent = self.sent[name]
         return sent.end is not None and not sent.missing()
 
+    def take_late(self) -> int:
+        """After the trial: what came since, written (a part file of its own); rows taken."""
+        before = self.parts.rows
+        self.poll()
+        self.parts.close()
+        return self.parts.rows - before
+
     def close(self, keep_stream: bool) -> None:
         """The trial is written; its stream goes unless late rows may still come."""
         self.parts.close()

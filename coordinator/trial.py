@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -23,19 +24,32 @@ from coordinator.observe.board import BOARD
 from coordinator.origin.user import origin_check
 from coordinator.plan import ExpiryMode, TrialPlan
 from coordinator.priming import Primer
-from coordinator.trial_columns import db_word, delivery_columns, liveness_columns, stamped
+from coordinator.trial_columns import db_word, delivery_columns, liveness_columns, progress_line
+from coordinator.trial_events import TrialEvents
 from coordinator.trial_rows import TrialRows, align, window_of
 from model.origin import OriginShape
 from model.origins import origin_pool
 from model.services import COORDINATOR_APP, Services, redis_client
 from model.wire import TrialResult, TrialSpec
-from results.figures import checks, events, expiry_reports, metrics
+from results.figures import checks, metrics
 from results.figures.consistency import consistency_figures
+from results.figures.expiry_reports import Event
 from results.store import transport
 from results.store.rundir import RunWriter
-from strategies.base import CacheServer
 
 SETTLE_S = 5.0  # after the tasks: how long the last batches and end markers may take to arrive
+
+
+@dataclass
+class Unfinished:
+    """A trial written with a worker's rows incomplete: what re-marking it takes."""
+
+    plan: TrialPlan
+    gatherer: RowGatherer
+    summary: dict[str, Any]
+    observed: list[Event]
+    floor_ms: float
+    present: Sequence[tuple[str, TrialResult]]
 
 
 class TrialRunner:
@@ -58,20 +72,40 @@ class TrialRunner:
                              OriginShape(span_s, products), console.say)
         self.key_names = frozenset(k for ep in config.workload.endpoints for k in ep.key_names())
         self.caches.start()
-        self._skipped = 0  # memcached's log lines skipped for a slow watcher, so far
+        self.events = TrialEvents(self.caches, writer, config, console, self.key_names)
+        self.unfinished: dict[int, Unfinished] = {}  # trials whose rows may still come
         self.last_lost: dict[str, Loss] = {}  # the workers the last trial lost (coordinator.liveness)
 
-    def expiry_source(self, kind: CacheServer) -> str:
-        """``server`` when the cache reports its expiries, ``schedule`` when it cannot."""
-        return "schedule" if self.caches.listeners[kind].unavailable else "server"
+    def late_rows(self) -> None:
+        """Rows of earlier incomplete trials that came since (a worker given up on, then back):
+        written to their partition, and each such trial re-marked in trials.parquet."""
+        for trial, left in list(self.unfinished.items()):
+            came = left.gatherer.take_late()
+            if came:
+                self._remark(left, came)
+            if all(left.gatherer.complete(w) for w in left.gatherer.sent):
+                left.gatherer.close(keep_stream=False)
+                del self.unfinished[trial]
 
-    def expiry_meta(self) -> dict[str, Any]:
-        """run.json's ``expiries``: where the events come from, per cache of the run."""
-        return {kind.value: {"source": self.expiry_source(kind), "unavailable": listener.unavailable,
-                             "listener_priority": listener.priority}
-                for kind, listener in self.caches.listeners.items()}
+    def _remark(self, left: Unfinished, came: int) -> None:
+        plan, summary = left.plan, left.summary
+        scanned = metrics.scan_trial(TrialRows(self.writer.root, plan.trial).source(),
+                                     window_of(plan), left.floor_ms)
+        summary.update(scanned.figures)
+        summary.update(self.events.figures(plan, scanned.called, summary["window_origin_calls"],
+                                    left.observed))
+        summary.update(delivery_columns(left.gatherer, left.present))
+        summary["late_rows"] = int(summary.get("late_rows") or 0) + came
+        if summary["db_calls"] >= 0:
+            summary["db_calls_match"] = summary["db_calls"] == summary["origin_calls_total"]
+        self.writer.add_trial(summary)
+        self.console.say(f"trial {plan.trial}: {came:,} rows came after it was summarised: "
+                         f"written, the trial re-marked (db calls {db_word(summary)})")
 
     def close(self) -> None:
+        self.late_rows()
+        for left in self.unfinished.values():
+            left.gatherer.close(keep_stream=False)
         self.caches.close()
         if self.pool is not None:
             self.pool.close()
@@ -83,6 +117,7 @@ class TrialRunner:
         workers = list(workers or self.workers)
         label = f"trial {plan.trial}/{of} {plan.strategy.label} r{plan.repeat}"
         BOARD.trial_planned(plan)  # the phase metric (coordinator.observe); inert unless served
+        self.late_rows()
         self._prime(plan)
         db_before, statements_before = self.check.read(), self.check.statements()
         commands = CommandCounts(self.caches, plan.strategy.cache_server, self.locks, plan.start_ns)
@@ -96,14 +131,15 @@ class TrialRunner:
         self.last_lost = gathered.lost
         present = [(w, TrialResult.from_json(r))
                    for w, r in zip(workers, gathered.results, strict=True) if r]
-        self._settle(gatherer, present)
+        complete = self._settle(gatherer, present)
         results = [r for _, r in present]
         rows = TrialRows(self.writer.root, plan.trial)
         floor_ms = min(r.floor_p5_ns for r in results) / 1e6
         scanned = metrics.scan_trial(rows.source(), window_of(plan), floor_ms)
         summary = self._summarise(plan, scanned, -1, len(workers))
         summary.update(self.check.columns(db_before, db_after, summary["origin_calls_total"]))
-        summary.update(self._events(plan, scanned.called, summary["window_origin_calls"]))
+        observed = self.events.observed(plan)
+        summary.update(self.events.figures(plan, scanned.called, summary["window_origin_calls"], observed))
         summary.update(checks.generator_figures(results))
         span = report.window or (plan.start_ns, plan.start_ns)
         summary.update(fault_columns(report, plan.start_ns, rows.between(plan.start_ns, span[1]),
@@ -116,6 +152,9 @@ class TrialRunner:
         self.writer.add_commands(commands.rows(self.writer.root.name, plan.trial))
         self.writer.add_statements(statements)
         self.writer.add_trial(summary)
+        if not complete:  # rows may still come: written, and the trial re-marked, when they do
+            self.unfinished[plan.trial] = Unfinished(plan, gatherer, summary, observed, floor_ms,
+                                                     present)
         self._say_workers(label, gathered, gatherer)
         per = "expiry" if summary["event_kind"] == "expiry" else summary["event_kind"]
         self.console.say(
@@ -150,8 +189,9 @@ class TrialRunner:
         self.broker.delete(key)  # a stream of an earlier run of this directory name: not ours
         return RowGatherer(self.broker, key, by_index, aligned, self.writer.trial_parts(plan.trial))
 
-    def _settle(self, gatherer: RowGatherer, present: Sequence[tuple[str, TrialResult]]) -> None:
-        """After the tasks: take the last batches and end markers (bounded), then close."""
+    def _settle(self, gatherer: RowGatherer, present: Sequence[tuple[str, TrialResult]]) -> bool:
+        """After the tasks: take the last batches and end markers (bounded), then close; True
+        when every worker's rows are complete."""
         deadline = time.monotonic() + SETTLE_S
         while True:
             gatherer.poll()
@@ -159,8 +199,9 @@ class TrialRunner:
             if not waiting or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
-        incomplete = any(not gatherer.complete(w) for w in gatherer.sent)
-        gatherer.close(keep_stream=incomplete)
+        complete = all(gatherer.complete(w) for w in gatherer.sent)
+        gatherer.close(keep_stream=not complete)
+        return complete
 
     def _follow(self, plan: TrialPlan, label: str, workers: Sequence[str],
                 gatherer: RowGatherer) -> tuple[dispatch.Gathered, FaultReport]:
@@ -197,35 +238,6 @@ class TrialRunner:
         for worker, longest in gathered.slow.items():
             self.console.say(f"{label}: worker {worker} slow: silent up to {longest:.1f} s "
                              f"(limit {self.config.timing.worker_silence_s:g} s), not lost")
-
-    def _events(self, plan: TrialPlan, called: pa.Table, window_calls: int) -> dict[str, Any]:
-        """Observed events and their herds: the headline figure, and ``expiries.parquet``."""
-        ttl_ns = plan.ttl_ms * 1_000_000
-        kind = plan.strategy.cache_server
-        listener = self.caches.listeners[kind]
-        if listener.unavailable:
-            observed = expiry_reports.schedule_events(plan.keys, plan.first_expiry_ns, ttl_ns, plan.end_ns)
-        else:
-            # past the end too: an expiry at the last instant must not lend its calls to the one before
-            observed = listener.events(self.key_names, plan.start_ns, time.time_ns())
-        event_plan = events.EventPlan((plan.window_start_ns, plan.window_end_ns),
-                                      plan.first_expiry_ns, ttl_ns, plan.period_events,
-                                      self.config.expiry is ExpiryMode.ALIGNED)
-        figures, herds = events.trial_events(called, observed, event_plan, window_calls)
-        context = {"run_id": self.writer.root.name, "trial": plan.trial,
-                   "strategy": plan.strategy.label, "repeat": plan.repeat}
-        self.writer.add_expiries(events.event_rows(herds, event_plan.window, context))
-        source = self.expiry_source(kind)
-        if source == "server" and listener.missed(plan.start_ns, plan.end_ns):
-            source = "server with gap"
-            self.console.say(f"trial {plan.trial}: the cache stopped reporting expiries for a while "
-                             "(it went away); events in that gap are missing")
-        elif source == "server" and (skipped := self.caches.watcher_skipped()) > self._skipped:
-            source, self._skipped = "server with gap", skipped
-            self.console.say(f"trial {plan.trial}: memcached skipped log lines of a slow watcher: "
-                             "expiries it reported may be missing")
-        return {**figures, "expiry_source": stamped(source, figures["event_kind"]),
-                "expiry_mode": self.config.expiry.value}
 
     def _consistency(self, plan: TrialPlan, rows: TrialRows) -> dict[str, Any]:
         """Stale reads and sets from the rows, and the servers' own word on the written keys."""
@@ -266,22 +278,9 @@ class TrialRunner:
 
     def _progress(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> None:
         """The console line, and the live metrics' expiries (from the run's one listener)."""
-        self.console.progress(self._progress_line(label, plan, p))
+        self.console.progress(progress_line(label, plan, self.config.seconds, p))
         listener = self.caches.listeners[plan.strategy.cache_server]
         BOARD.reported(plan.trial, *listener.expired_since(self.key_names, plan.start_ns))
-
-    def _progress_line(self, label: str, plan: TrialPlan, p: dispatch.Progress) -> str:
-        """Counts so far; past the trial's end the rate stays the trial's, and the line says
-        whose rows are awaited (it used to decay towards ``0 rps origin 0``)."""
-        elapsed = (time.time_ns() - plan.start_ns) / 1e9
-        if elapsed < 0:
-            return f"{label}: starts in {-elapsed:.1f} s"
-        seconds = self.config.seconds
-        c = p.counts
-        rps = c["requests"] / min(elapsed, seconds) if elapsed > 0 else 0.0
-        line = (f"{label}: {min(elapsed, seconds):4.1f}/{seconds:g} s  {rps:8,.0f} rps  "
-                f"origin {c['origin_calls']:,}  errors {c['errors']:,}")
-        return line + (f"  (ended; waiting for {p.waiting} worker(s))" if elapsed > seconds else "")
 
     def _summarise(self, plan: TrialPlan, scanned: metrics.Scanned, db_calls: int,
                    workers: int) -> dict[str, Any]:

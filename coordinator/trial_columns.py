@@ -3,11 +3,13 @@ events, which workers were lost or slow, what reached Parquet of what was sent (
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from coordinator import dispatch
 from coordinator.gather import RowGatherer
+from coordinator.plan import TrialPlan
 from model.wire import TrialResult
 
 
@@ -46,3 +48,16 @@ def db_word(summary: dict[str, Any]) -> str:
     if summary["db_calls_match"]:
         return "match"
     return "MISMATCH" + (" (rows of a lost worker missing)" if summary["workers_lost"] else "")
+
+
+def progress_line(label: str, plan: TrialPlan, seconds: float, p: dispatch.Progress) -> str:
+    """Counts so far; past the trial's end the rate stays the trial's, and the line says
+    whose rows are awaited (it used to decay towards ``0 rps origin 0``)."""
+    elapsed = (time.time_ns() - plan.start_ns) / 1e9
+    if elapsed < 0:
+        return f"{label}: starts in {-elapsed:.1f} s"
+    c = p.counts
+    rps = c["requests"] / min(elapsed, seconds) if elapsed > 0 else 0.0
+    line = (f"{label}: {min(elapsed, seconds):4.1f}/{seconds:g} s  {rps:8,.0f} rps  "
+            f"origin {c['origin_calls']:,}  errors {c['errors']:,}")
+    return line + (f"  (ended; waiting for {p.waiting} worker(s))" if elapsed > seconds else "")

@@ -156,6 +156,11 @@ def check_config(config: LaunchConfig) -> None:
             "not allowed with remote services (drop --fault or the service URLs)",
             param_hint="--fault")
     check_given_faults(config, on_processes)
+    if config.net_control is not None:
+        try:
+            LinkControl.parse(config.net_control)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--net-control") from None
     if on_links and (config.net_control is None or config.services is None):
         raise click.BadParameter(
             f"{faults.label(on_links)}: net: faults act on the links of the namespace lab; they need "

@@ -151,6 +151,11 @@ def scan_trial(rows: pa.Table | scan.Source, window: Window, floor_ms: float) ->
 
 
 
+def _median_ms(column: pa.ChunkedArray | pa.Array) -> float:
+    """The median of a (small) column of nanoseconds, in ms; NaN for none."""
+    return percentiles_ms(column, (0.5,))[0]
+
+
 _COUNTED = ("requests", "errors", "stale_served", "waits", "local_hits", "window_origin_calls",
             "refreshes", "fallback_calls", "late_sends", "dropped_sends", "origin_calls_total",
             "client_requests_all")
@@ -242,6 +247,7 @@ class _Folds:
             "stale_age_max_ms": (self.stale_age.peak / 1e6 if self.stale_age.peak is not None
                                  else float("nan")),
             "peak_origin_per_s": peak_per_second(in_window["origin_start_ns"], window.start_ns),
+            "origin_call_p50_ms": _median_ms(called["origin_ns"]),
             "late_sends": c["late_sends"], "dropped_sends": c["dropped_sends"],
         }
         return Scanned(figures, called, self.firsts, c["client_requests_all"])

@@ -176,29 +176,57 @@ def render(trials: Iterable[Mapping[str, Any]]) -> str:
 
 def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:
     """Warnings a reader must see under the table."""
+    return [f"trial {r['trial']} ({r['strategy']}): {note}" for r in trials
+            for note in [*_check_notes(r), *_figure_notes(r)]]
+
+
+def _check_notes(r: Mapping[str, Any]) -> list[str]:
+    """What the self-checks say of one trial: floor, origin count, workers, errors, generator."""
     out = []
-    for r in trials:
-        where = f"trial {r['trial']} ({r['strategy']})"
-        if r["below_floor"]:
-            out.append(f"{where}: p50 {r['p50_ms']:.3f} ms is below "
-                       f"the cache round-trip floor {r['floor_ms']:.3f} ms: check the errors")
-        if r.get("db_check") == "unchecked":
-            out.append(f"{where}: origin calls unchecked: {r.get('db_check_detail')}")
-        elif not r["db_calls_match"]:
-            out.append(f"{where}: " + origin_mismatch(r["origin_calls_total"], r["db_calls"],
-                                                      int(_get(r, "workers_lost", 0))))
-        out.extend(f"{where}: {n}" for n in liveness_notes(r))
-        if r["errors"]:
-            out.append(f"{where}: {r['errors']} errors: {r['error_types']}")
-        if r.get("saturated"):
-            out.append(f"{where}: load generator saturated ({saturation_reason(r)}): "
-                       "its latencies are inflated")
-        out.extend(f"{where}: {n}" for n in _event_notes(r))
-        out.extend(f"{where}: {n}" for n in _consistency_notes(r))
-        if (fallback := int(_get(r, "fallback_calls", 0))) > 0:
-            out.append(f"{where}: {fallback:,} origin calls answered requests while the cache "
-                       "failed (on_cache_error=origin): in no expiry's herd")
+    if r["below_floor"]:
+        out.append(f"p50 {r['p50_ms']:.3f} ms is below the cache round-trip floor "
+                   f"{r['floor_ms']:.3f} ms: check the errors")
+    if r.get("db_check") == "unchecked":
+        out.append(f"origin calls unchecked: {r.get('db_check_detail')}")
+    elif not r["db_calls_match"]:
+        out.append(origin_mismatch(r["origin_calls_total"], r["db_calls"],
+                                   int(_get(r, "workers_lost", 0))))
+    out.extend(liveness_notes(r))
+    if r["errors"]:
+        out.append(f"{r['errors']} errors: {r['error_types']}")
+    if r.get("saturated"):
+        out.append(f"load generator saturated ({saturation_reason(r)}): its latencies are inflated")
     return out
+
+
+def _figure_notes(r: Mapping[str, Any]) -> list[str]:
+    """What one trial's figures need said beside them: events, starved fills, consistency."""
+    out = [*_event_notes(r)]
+    if (starved := _starved_fills(r)) is not None:
+        out.append(starved)
+    out.extend(_consistency_notes(r))
+    if (fallback := int(_get(r, "fallback_calls", 0))) > 0:
+        out.append(f"{fallback:,} origin calls answered requests while the cache failed "
+                   "(on_cache_error=origin): in no expiry's herd")
+    return out
+
+
+STARVED_FACTOR = 10.0  # client-side origin call this many times PostgreSQL's own time
+STARVED_MIN_MS = 5.0
+
+
+def _starved_fills(r: Mapping[str, Any]) -> str | None:
+    """A trial whose own load held its fillers off the CPU: an origin call took far longer on
+    the client than in PostgreSQL (two-level at full speed: local hits hold the GIL)."""
+    client, calls = _get(r, "origin_call_p50_ms"), _get(r, "db_calls", 0)
+    if math.isnan(client) or calls <= 0 or client < STARVED_MIN_MS:
+        return None
+    database = _get(r, "db_time_ms", 0) / calls
+    if client < STARVED_FACTOR * database:
+        return None
+    return (f"fills starved: an origin call took {client:.1f} ms on the client (median) for "
+            f"{database:.2f} ms in PostgreSQL: the trial's own load kept the fillers off the CPU, "
+            "so waiters waited longer and herds grew (add think time or use an open loop)")
 
 
 def _consistency_notes(r: Mapping[str, Any]) -> list[str]:

@@ -86,8 +86,10 @@ class RunWriter:
         _replace_table(self.root / "commands.parquet", self._commands, COMMAND_SCHEMA)
 
     def add_expiries(self, rows: list[dict[str, Any]]) -> None:
-        """Append one trial's events with their herds and rewrite ``expiries.parquet``."""
-        self._expiries.extend(rows)
+        """One trial's events with their herds (replacing that trial's, if re-marked); rewrite
+        ``expiries.parquet``."""
+        trials = {r["trial"] for r in rows}
+        self._expiries = [e for e in self._expiries if e["trial"] not in trials] + rows
         _replace_table(self.root / "expiries.parquet", self._expiries, EXPIRY_SCHEMA)
 
 

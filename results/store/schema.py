@@ -171,6 +171,11 @@ TRIAL_SCHEMA = pa.schema(
         ("rows_dropped", pa.int64()),  # rows workers could not send (the coordinator behind)
         ("calls_dropped", pa.int64()),  # origin calls among them (PostgreSQL counted them)
         ("rows_written", pa.int64()),  # request rows of the trial in requests/
+        ("late_rows", pa.int64()),  # rows that came after the trial was summarised (re-marked)
+        # An origin call's median on the client (connection held to result), to set against
+        # PostgreSQL's own time per call (db_time_ms / db_calls): a filler the trial's own load
+        # kept off the CPU (the GIL) takes far longer than the query (results.outputs.table).
+        ("origin_call_p50_ms", pa.float64()),
         # The origin's own count against the clients' (coordinator.origin.check): ok, mismatch,
         # or unchecked (no counter to read: db_calls is then -1, db_calls_match false), and
         # what was counted (or why nothing could be).

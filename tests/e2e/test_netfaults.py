@@ -1,9 +1,11 @@
-"""Network faults on the namespace lab: a delay and a partition on one worker's link to the cache.
+"""Network faults on the namespace lab: a delay and a partition on one worker's link to the cache,
+packet loss on another's.
 
 Hosts (one namespace each): cache, lock store, broker, origin, a router running the link daemon
 (tests/linkd.py), workers w1 and w2 whose cache URL goes through the router (links w1-cache and
 w2-cache), and the coordinator. One launch with ``net:delay:w1-cache=DELAY_MS`` for the whole run
-and ``net:partition:w1-cache@AT+FOR``; w2's link is relayed too, untouched: the control group.
+and ``net:partition:w1-cache@AT+FOR``, and ``net:loss:w3-cache=LOSS_PCT`` for the whole run;
+w2's link is relayed too, untouched: the control group.
 Checks: w1's cache round-trip floor grows by the delay (w2's does not); error rows only from w1's
 clients, only while the partition held; w1 served again after it; the faults recorded. Then
 ``coordinator rerun`` of that run on the same lab, with the link control only in its manifest:
@@ -29,13 +31,18 @@ from tests.helpers import coordinator
 from tests.netlab_links import nft_missing, start_router, start_services, start_workers
 from tests.netns_lab import Lab, lab_in, netns_available
 
-WORKERS = ("w1", "w2")
+WORKERS = ("w1", "w2", "w3")
 DELAY_MS = 3.0  # one way, each way: w1's round trip to the cache grows by 6 ms
 AT_S, FOR_S = 2.0, 2.5  # longer than the clients' 2 s socket timeout: in-flight commands fail
 SECONDS = 7.0
 LAUNCH_TIMEOUT_S = 90
 DELAY = f"net:delay:w1-cache={DELAY_MS:g}"
 PARTITION = f"net:partition:cache-w1@{AT_S:g}+{FOR_S:g}"  # either order names the link
+# Dropped packets are sent again by TCP after its retransmission timeout (200 ms at least): the
+# lossy link's slowest requests take that long, where the control group's take a few ms.
+LOSS_PCT = 10.0
+LOSS = f"net:loss:w3-cache={LOSS_PCT:g}"
+RETRANSMIT_MS = 200.0
 
 
 @dataclass(frozen=True)
@@ -58,7 +65,8 @@ def runs() -> Iterator[Runs]:
         control, cache_urls = start_router(net, workdir, WORKERS)
         start_workers(net, workdir, services, cache_urls)
         env = {**os.environ, **services.to_env(), "STAMPEDE_NET_CONTROL": control}
-        out, said = _launch(net, workdir, env, "--fault", DELAY, "--fault", PARTITION)
+        out, said = _launch(net, workdir, env, "--fault", DELAY, "--fault", PARTITION,
+                            "--fault", LOSS)
         del env["STAMPEDE_NET_CONTROL"]  # the rerun finds the link control in the manifest
         again = workdir / "again"
         rerun = coordinator("rerun", str(out), "--out", str(again), timeout=LAUNCH_TIMEOUT_S,
@@ -92,20 +100,22 @@ def test_delay_and_partition_on_one_link(runs: Runs) -> None:
     floors = trial["cache_floor_ms"]  # per worker (Celery name w1@NAMESPACE), before the load
     name = {w.split("@")[0]: w for w in floors}
     applied = _applied(out)
-    assert set(applied) == {DELAY, PARTITION} and not any(a["error"] for a in applied.values())
+    assert set(applied) == {DELAY, PARTITION, LOSS} and not any(a["error"] for a in applied.values())
     assert "partitioned" in applied[PARTITION]["detail"], applied
+    assert "drops 10 % of packets" in applied[LOSS]["detail"], applied
 
     # the delay, in each worker's own cache round-trip floor
     assert floors[name["w1"]]["p5"] >= 2 * DELAY_MS, floors
     assert floors[name["w2"]]["p5"] < DELAY_MS, floors
 
     row = pq.read_table(out / "trials.parquet").to_pylist()[0]
-    assert row["fault"] == f"{DELAY};{PARTITION}"
+    assert row["fault"] == f"{DELAY};{PARTITION};{LOSS}"
     assert row["fault_errors"] > 0 and row["db_calls_match"], row
 
     rows = ds.dataset(out / "requests", partitioning="hive").to_table()
     start_ns = trial["start_ns"]
-    errors = rows.filter(pc.equal(rows["outcome"], "error"))
+    errors = rows.filter(pc.and_(pc.equal(rows["outcome"], "error"),
+                                 pc.not_equal(rows["worker"], name["w3"])))  # loss: maybe a few
     assert set(errors["worker"].to_pylist()) == {name["w1"]}, errors["worker"].value_counts()
     err_s = [(t - start_ns) / 1e9 for t in errors["t_start_ns"].to_pylist()]
     assert min(err_s) >= AT_S - 2.1 and max(err_s) <= AT_S + FOR_S, sorted(err_s)  # 2 s timeout
@@ -121,14 +131,28 @@ def test_delay_and_partition_on_one_link(runs: Runs) -> None:
     assert "net:partition" in runs.said
 
 
+def test_loss_on_one_link_shows_as_retransmission_delays(runs: Runs) -> None:
+    """Packet loss, really applied (nftables drops on the router): w3's slowest requests wait for
+    TCP's retransmission, w2's (relayed, no loss) do not."""
+    rows = ds.dataset(runs.out / "requests", partitioning="hive").to_table()
+    name = {w.split("@")[0]: w for w in set(rows["worker"].to_pylist())}
+
+    def p999_ms(worker: str) -> float:
+        mine = rows.filter(pc.equal(rows["worker"], name[worker]))["latency_ns"]
+        return float(pc.quantile(mine, 0.999)[0].as_py()) / 1e6
+
+    assert p999_ms("w3") >= RETRANSMIT_MS > 10 * p999_ms("w2"), (p999_ms("w3"), p999_ms("w2"))
+
+
 def test_a_rerun_repeats_the_net_faults_with_the_recorded_link_control(runs: Runs) -> None:
     done = runs.rerun
     assert done.returncode == 0, f"{done.stdout}\n{done.stderr[-3000:]}"
     original, again = (json.loads((d / "run.json").read_text())["manifest"]
                        for d in (runs.out, runs.again))
     assert again["options"] == original["options"]
-    assert original["options"]["net_control"] and original["options"]["faults"] == [DELAY, PARTITION]
+    assert original["options"]["net_control"]
+    assert original["options"]["faults"] == [DELAY, PARTITION, LOSS]
     applied = _applied(runs.again)
-    assert set(applied) == {DELAY, PARTITION} and not any(a["error"] for a in applied.values())
+    assert set(applied) == {DELAY, PARTITION, LOSS} and not any(a["error"] for a in applied.values())
     row = pq.read_table(runs.again / "trials.parquet").to_pylist()[0]
-    assert row["fault"] == f"{DELAY};{PARTITION}" and row["fault_errors"] > 0, row
+    assert row["fault"] == f"{DELAY};{PARTITION};{LOSS}" and row["fault_errors"] > 0, row

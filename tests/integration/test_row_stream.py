@@ -144,3 +144,20 @@ def test_a_broker_that_refuses_keeps_the_batch_for_the_next_send(
     done = ship.finish()
     assert done.dropped_rows == 0 and done.end_sent
     assert [int(f[b"seq"]) for _, f in broker.xrange(KEY) if b"data" in f] == [0]
+
+
+def test_rows_that_come_after_the_trial_are_written_to_a_part_of_their_own(
+        broker: redis.Redis, tmp_path: Path) -> None:
+    """A worker given up on whose batches come later (it was stopped, then continued): the
+    coordinator takes them at its next look (``take_late``) into ``part-1.parquet``."""
+    add_batch(broker, 0, recorded(20))
+    gather = gatherer(broker, tmp_path)
+    gather.poll()
+    gather.close(keep_stream=True)  # incomplete: no end marker yet
+    assert not gather.complete("w1")
+    add_batch(broker, 1, recorded(30))
+    broker.xadd(KEY, {"w": 0, "end": orjson.dumps({"batches": 2})})
+    assert gather.take_late() == 30 and gather.complete("w1")
+    parts = sorted(p.name for p in (tmp_path / "trial=1").iterdir())
+    assert parts == ["part-0.parquet", "part-1.parquet"]
+    assert pq.read_table(tmp_path / "trial=1" / "part-1.parquet").num_rows == 30

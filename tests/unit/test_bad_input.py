@@ -77,6 +77,7 @@ LAUNCH_CASES = [
     (["--fault", "broker:restart@1", "--seconds", "5"], "between trials"),
     (["--fault", "worker:kill@1+2"], "takes no +DURATION"),
     (["--service-timeout", "soon"], "--service-timeout"), (["--service-timeout", "-1"], "0<=x<=3600"),
+    (["--net-control", "nowhere"], "--net-control"),  # malformed, even without a net: fault
     # the libraries (issue 24): their knobs, memcached's TTLs, their own expiry, their cache
     (["--strategies", "redis-py-lock:sleep=0"], "sleep must be > 0"),
     (["--strategies", "python-redis-lock:auto_renewal=true"], "auto_renewal needs an expire"),

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from bench import locust_bench, recording, report_10m
+from bench import locust_bench, recording, report_rows
 from results.outputs import html_report
 
 
 def test_synthetic_run_has_every_column_and_reports(tmp_path: Path) -> None:
     root = tmp_path / "run"
-    report_10m.build(root, rows=40_000)
+    report_rows.build(root, rows=40_000)
     written = html_report.write_report(root)
     assert written.html.exists() and written.pngs
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from bench import report_10m
+from bench import report_rows
 from results.figures.consistency import VersionSeries
 from results.outputs import html_report, plots, report_data, summary, table
 from results.store.schema import TRIAL_SCHEMA, WRITE_OP
@@ -81,7 +81,7 @@ def _with_writes(root: Path) -> None:
 
 def test_report_shows_the_consistency_columns_and_the_versions_plot(tmp_path: Path) -> None:
     root = tmp_path / "run"
-    report_10m.build(root, rows=4_000)
+    report_rows.build(root, rows=4_000)
     _with_writes(root)
     data = report_data.load(root)
     assert [(p.strategy, p.trial, p.series.key) for p in data.versions] == [("naive", 1, "orders:0")]

@@ -1,7 +1,8 @@
-"""``coordinator report`` on a synthetic run of 10 million request rows: time and peak memory.
+"""``coordinator report`` on a synthetic run of 100 million request rows (``BENCH_ROWS``): time
+and peak memory.
 
-Target (docs/results.md): under 30 s and under 2 GB. The run is written in 1M-row chunks (bounded
-memory), then the report runs in a child process so its peak RSS is its own.
+Target (issue 25, docs/results.md): under 60 s and under 2 GB. The run is written in 1M-row
+chunks (bounded memory), then the report runs in a child process so its peak RSS is its own.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from results.store.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 
-ROWS = int(os.environ.get("BENCH_ROWS", "10000000"))
+ROWS = int(os.environ.get("BENCH_ROWS", "100000000"))
 TRIALS = (("naive", 1), ("lock", 1), ("naive", 2), ("lock", 2))
 CHUNK = 1_000_000
 SECONDS, TTL_S, T0 = 30.0, 2.0, 1_800_000_000_000_000_000
@@ -37,7 +38,7 @@ def _chunk(rng: np.random.Generator, n: int, strategy: str, repeat: int, start: 
     errors = rng.random(n) < 0.0001
     outcome[errors] = "error"
     columns = {
-        "run_id": pa.array(np.full(n, "bench-10m", object)),
+        "run_id": pa.array(np.full(n, "bench-report", object)),
         "strategy": pa.array(np.full(n, strategy, object)),
         "repeat": pa.array(np.full(n, repeat, np.int32)),
         "worker": pa.array(np.char.add("w", (rng.integers(0, 8, n)).astype(str)).astype(object)),
@@ -75,14 +76,14 @@ def build(root: Path, rows: int = ROWS) -> None:
         plans.append({"trial": number, "strategy": strategy, "repeat": repeat, "start_ns": start,
                       "window_start_ns": start + 10**9, "window_end_ns": start + int(SECONDS * 1e9),
                       "first_expiry_ns": start + 2 * 10**9, "complete": True})
-        summaries.append({"run_id": "bench-10m", "trial": number, "strategy": strategy, "repeat": repeat,
+        summaries.append({"run_id": "bench-report", "trial": number, "strategy": strategy, "repeat": repeat,
                           "params": "{}", "ttl_s": TTL_S, "requests": per_trial, "errors": 0,
                           "db_calls_match": True, "below_floor": False, "floor_ms": 0.05,
                           "origin_per_expiry": 1.0, "rps": per_trial / SECONDS, "p50_ms": 1.0,
                           "p99_ms": 10.0, "waits": 0, "stale_served": 0, "peak_origin_inflight": 1,
                           "origin_calls_total": 0, "db_calls": 0, "error_types": "", "complete": True})
     pq.write_table(pa.Table.from_pylist(summaries, schema=TRIAL_SCHEMA), root / "trials.parquet")
-    meta = {"schema_version": SCHEMA_VERSION, "run_id": "bench-10m", "status": "complete",
+    meta = {"schema_version": SCHEMA_VERSION, "run_id": "bench-report", "status": "complete",
             "spec": {"workers": 8, "clients": 200, "ttl_s": TTL_S, "seconds": SECONDS, "repeat": 2,
                      "keys": ["orders:0"]}, "trials": plans}
     (root / "run.json").write_bytes(orjson.dumps(meta))
@@ -101,4 +102,4 @@ def main() -> None:
         seconds = time.monotonic() - t0
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"coordinator report: {seconds:.1f} s, peak RSS {peak_mb:,.0f} MB "
-              f"(target < 30 s, < 2048 MB)")
+              f"(target < 60 s, < 2048 MB)")

@@ -1,0 +1,121 @@
+"""A soak of a given length (issue 25): memory of every worker and of the coordinator, sampled
+each second, while rows stream to Parquet at the generator's full rate.
+
+    python -m bench.soak --seconds 600          # 10 minutes each of two-level and lock-dc
+    make bench                                  # a few minutes each (BENCH_SOAK_S)
+
+For each strategy one ``coordinator launch --workers 8`` with one trial of that length and no
+think time; RSS read from /proc for the coordinator and each worker (PIDs from its ``stack
+pids:`` line). Prints the peak, the slope after the first minute (MB per minute, a least-squares
+line through the samples) and the rows written per second. Targets: every worker's peak under
+300 MB, the coordinator's under 1 GB, slopes under 5 MB/min. It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from results.store.rundir import read_trials
+
+DEFAULT_S = float(os.environ.get("BENCH_SOAK_S", "180"))
+STRATEGIES = ("two-level", "lock-dc")
+_PIDS = re.compile(r"^stack pids: (.*)")
+
+
+@dataclass
+class Samples:
+    """RSS over time per process name: (seconds since start, MB)."""
+
+    series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+    def add(self, name: str, at_s: float, mb: float) -> None:
+        self.series.setdefault(name, []).append((at_s, mb))
+
+    def peak(self, name: str) -> float:
+        return max(mb for _, mb in self.series[name])
+
+    def slope(self, name: str, after_s: float = 60.0) -> float:
+        """MB per minute after ``after_s`` (least squares); NaN with too few samples."""
+        kept = [(t, mb) for t, mb in self.series[name] if t >= after_s]
+        if len(kept) < 10:
+            return float("nan")
+        t, mb = np.array(kept).T
+        return float(np.polyfit(t / 60.0, mb, 1)[0])
+
+
+def rss_mb(pid: int) -> float | None:
+    try:
+        fields = Path(f"/proc/{pid}/statm").read_text().split()
+    except OSError:
+        return None
+    return int(fields[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def soak(strategy: str, seconds: float, out: Path) -> tuple[Samples, float]:
+    """One launch; the samples and the rows written per second of its trial."""
+    argv = [sys.executable, "-m", "coordinator", "launch", "--workers", "8", "--clients", "200",
+            "--strategies", strategy, "--ttl", "2", "--seconds", str(seconds), "--scale",
+            "200000", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    workers: dict[str, int] = {}
+
+    def read_pids() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if (m := _PIDS.match(line)) is not None:
+                workers.update({n: int(p) for n, p in (kv.split("=") for kv in m.group(1).split())
+                                if n.startswith("w")})
+
+    reader = threading.Thread(target=read_pids, daemon=True)
+    reader.start()
+    samples, start = Samples(), time.monotonic()
+    while proc.poll() is None:
+        at = time.monotonic() - start
+        for name, pid in [("coordinator", proc.pid), *workers.items()]:
+            if (mb := rss_mb(pid)) is not None:
+                samples.add(name, at, mb)
+        time.sleep(1.0)
+    if proc.returncode != 0:
+        raise RuntimeError(f"soak of {strategy} failed (exit {proc.returncode})")
+    trial = read_trials(out).to_pylist()[0]
+    return samples, float(trial["rows_written"]) / seconds
+
+
+def report(strategy: str, seconds: float, samples: Samples, rows_per_s: float) -> str:
+    workers = [n for n in samples.series if n != "coordinator"]
+    worst = max(workers, key=samples.peak)
+    steepest = max(workers, key=lambda n: np.nan_to_num(samples.slope(n)))
+    return (f"[6] soak {strategy}, {seconds / 60:g} min, 8 workers x 25 clients: "
+            f"{rows_per_s:,.0f} rows written/s; peak RSS worst worker {samples.peak(worst):.0f} MB "
+            f"(target < 300), coordinator {samples.peak('coordinator'):.0f} MB (target < 1024); "
+            f"slope after 1 min: workers up to {samples.slope(steepest):+.2f} MB/min, coordinator "
+            f"{samples.slope('coordinator'):+.2f} MB/min (target < 5)")
+
+
+def run(seconds: float = DEFAULT_S) -> None:
+    with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
+        for strategy in STRATEGIES:
+            samples, rate = soak(strategy, seconds, Path(tmp) / strategy)
+            print(report(strategy, seconds, samples, rate), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.soak")
+    parser.add_argument("--seconds", type=float, default=DEFAULT_S,
+                        help=f"length of each soak [default {DEFAULT_S:g}; env BENCH_SOAK_S]")
+    run(parser.parse_args().seconds)
+
+
+if __name__ == "__main__":
+    main()
