@@ -29,29 +29,42 @@ from worker.selfcheck import GeneratorLoad, GeneratorMonitor
 from worker.shipper import Shipper
 
 FLOOR_SAMPLES = 200
+FLOOR_MIN = 20  # the floor's p5 needs a few samples, however slow the link
 JOIN_GRACE_S = 15.0
 SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
 
 
-def measure_floor_ns(round_trip: Callable[[], object], samples: int = FLOOR_SAMPLES) -> list[int]:
+def measure_floor_ns(round_trip: Callable[[], object], samples: int = FLOOR_SAMPLES,
+                     until_ns: int | None = None) -> list[int]:
     """Sequential round trips to the cache (a GET of a missing key): the physical floor of a
-    cache hit."""
-    times = []
-    for _ in range(samples):
+    cache hit. At most until ``until_ns`` (wall clock), at least FLOOR_MIN of them: on a lossy
+    link each lost packet costs a retransmission (200 ms or more), and 200 round trips there ate
+    the whole lead, so the clients began after the trial's end."""
+    times: list[int] = []
+    while len(times) < samples and (until_ns is None or len(times) < FLOOR_MIN
+                                    or time.time_ns() < until_ns):
         t0 = time.perf_counter_ns()
         round_trip()
         times.append(time.perf_counter_ns() - t0)
     return times
 
 
-def cache_floor_ns(kind: CacheServer, url: str, cache: Commands) -> list[int]:
+def floor_deadline_ns(spec: TrialSpec) -> int:
+    """Half of the time left before the start instant (this host's clock): the rest is the
+    clients' set-up."""
+    now = time.time_ns()
+    return now + max(0, spec.start_ns + spec.clock_offset_ns - now) // 2
+
+
+def cache_floor_ns(kind: CacheServer, url: str, cache: Commands,
+                   until_ns: int | None = None) -> list[int]:
     """The floor on the trial's cache: Redis through the clients' own path, memcached by a
     meta get on a connection of its own."""
     if kind is CacheServer.REDIS:
-        return measure_floor_ns(lambda: cache.get("stampede:floor"))
+        return measure_floor_ns(lambda: cache.get("stampede:floor"), until_ns=until_ns)
     memcache = Memcache(url)
     try:
-        return measure_floor_ns(memcache.touch_floor)
+        return measure_floor_ns(memcache.touch_floor, until_ns=until_ns)
     finally:
         memcache.close()
 
@@ -123,7 +136,7 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
     refreshes = RefreshRows()
     shipper.start()
     try:
-        floor = cache_floor_ns(kind, cache_url, cache)
+        floor = cache_floor_ns(kind, cache_url, cache, floor_deadline_ns(spec))
         background = BackgroundWorker(refreshes)
         try:
             built = build(spec, cache, locks, pool, background,

@@ -40,7 +40,7 @@ DELAY = f"net:delay:w1-cache={DELAY_MS:g}"
 PARTITION = f"net:partition:cache-w1@{AT_S:g}+{FOR_S:g}"  # either order names the link
 # Dropped packets are sent again by TCP after its retransmission timeout (200 ms at least): the
 # lossy link's slowest requests take that long, where the control group's take a few ms.
-LOSS_PCT = 10.0
+LOSS_PCT = 5.0  # about one request in ten loses a packet on the way
 LOSS = f"net:loss:w3-cache={LOSS_PCT:g}"
 RETRANSMIT_MS = 200.0
 
@@ -102,7 +102,7 @@ def test_delay_and_partition_on_one_link(runs: Runs) -> None:
     applied = _applied(out)
     assert set(applied) == {DELAY, PARTITION, LOSS} and not any(a["error"] for a in applied.values())
     assert "partitioned" in applied[PARTITION]["detail"], applied
-    assert "drops 10 % of packets" in applied[LOSS]["detail"], applied
+    assert f"drops {LOSS_PCT:g} % of packets" in applied[LOSS]["detail"], applied
 
     # the delay, in each worker's own cache round-trip floor
     assert floors[name["w1"]]["p5"] >= 2 * DELAY_MS, floors
@@ -137,11 +137,14 @@ def test_loss_on_one_link_shows_as_retransmission_delays(runs: Runs) -> None:
     rows = ds.dataset(runs.out / "requests", partitioning="hive").to_table()
     name = {w.split("@")[0]: w for w in set(rows["worker"].to_pylist())}
 
-    def p999_ms(worker: str) -> float:
-        mine = rows.filter(pc.equal(rows["worker"], name[worker]))["latency_ns"]
-        return float(pc.quantile(mine, 0.999)[0].as_py()) / 1e6
+    assert "w3" in name, "the lossy worker sent no rows"
 
-    assert p999_ms("w3") >= RETRANSMIT_MS > 10 * p999_ms("w2"), (p999_ms("w3"), p999_ms("w2"))
+    def p99_ms(worker: str) -> float:
+        mine = rows.filter(pc.equal(rows["worker"], name[worker]))["latency_ns"]
+        return float(pc.quantile(mine, 0.99)[0].as_py()) / 1e6
+
+    lossy, control = p99_ms("w3"), p99_ms("w2")
+    assert lossy >= RETRANSMIT_MS and lossy > 4 * control, (lossy, control)
 
 
 def test_a_rerun_repeats_the_net_faults_with_the_recorded_link_control(runs: Runs) -> None:
