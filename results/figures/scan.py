@@ -4,7 +4,7 @@ A ``Source`` gives a trial's (or a run's) rows as record batches, only the colum
 as many times as asked: a Parquet dataset read from disk, or a table in a unit test. Counts and
 sums are folded batch by batch. Quantiles are exact, as numpy's and DuckDB's ``quantile_cont``
 (linear interpolation between the two neighbouring ranks), in two passes: the first counts the
-values per fine bucket (``BUCKETS_PER_OCTAVE`` per power of two), which says in which bucket
+values per fine bucket (64 per power of two, log-linear), which says in which bucket
 each wanted rank falls; the second keeps only the values of those few buckets, sorted at the end.
 Memory is the buckets plus the values of the wanted buckets, whatever the number of rows.
 """
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 Source = Callable[[Sequence[str]], Iterable[pa.RecordBatch]]
 BATCH_ROWS = 1 << 20
 SUB_BITS = 7  # 64 buckets per power of two above 128: a bucket spans under 2 % of its values
-BUCKETS_PER_OCTAVE = 1 << SUB_BITS
+BUCKETS_PER_OCTAVE = 1 << SUB_BITS  # the index stride of one power of two (half of it is used)
 _BUCKETS = 64 * BUCKETS_PER_OCTAVE
 
 
