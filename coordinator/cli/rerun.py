@@ -14,8 +14,9 @@ from typing import Any
 
 import click
 
+from coordinator.cli.config_checks import check_config
 from coordinator.cli.given import given_from, services_from
-from coordinator.cli.launch import check_config, execute, new_run_id, typed_argv
+from coordinator.cli.launch import execute, new_run_id, typed_argv
 from coordinator.config import LaunchConfig
 from coordinator.manifest import Manifest, ManifestError, mask_argv
 from model.custom import OriginKind

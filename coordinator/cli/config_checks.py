@@ -1,0 +1,80 @@
+"""The launch's checks of option combinations, before anything starts: one line, exit 2."""
+
+from __future__ import annotations
+
+import click
+
+from coordinator import faults
+from coordinator.cli.given import check_given_faults
+from coordinator.config import LaunchConfig
+from coordinator.faults.net import LinkControl, NetControlError
+from coordinator.plan import ExpiryMode, PlanError
+from model.services import mask_url
+from strategies import InvalidStrategy
+from strategies.base import CacheServer
+
+
+def check_config(config: LaunchConfig) -> None:
+    """Bad combinations of options (or of a manifest and new services): one line, exit 2."""
+    on_links = tuple(f for f in config.faults if f.target is faults.Target.NET)
+    on_processes = tuple(f for f in config.faults if f.target is not faults.Target.NET)
+    if on_processes and config.services is not None:
+        raise click.BadParameter(
+            f"{faults.label(on_processes)}: faults act on the embedded stack's own processes; "
+            "not allowed with remote services (drop --fault or the service URLs)",
+            param_hint="--fault")
+    check_given_faults(config, on_processes)
+    if config.net_control is not None:
+        try:
+            LinkControl.parse(config.net_control)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--net-control") from None
+    if on_links and (config.net_control is None or config.services is None):
+        raise click.BadParameter(
+            f"{faults.label(on_links)}: net: faults act on the links of the namespace lab; they need "
+            "its services (--cache-url ...) and its link control (--net-control HOST:PORT or "
+            "STAMPEDE_NET_CONTROL)", param_hint="--fault")
+    try:
+        config.schedule().check()
+    except PlanError as exc:
+        raise click.UsageError(str(exc)) from None
+    check_caches(config)
+    try:
+        faults.check(config.faults, config.seconds, workers=config.workers)
+    except faults.FaultError as exc:
+        raise click.BadParameter(str(exc), param_hint="--fault") from None
+
+
+def check_caches(config: LaunchConfig) -> None:
+    """Every strategy's cache is there (remote services), and its TTLs and expiry mode are ones
+    it can run with; else one line naming the option."""
+    aligned = config.expiry is ExpiryMode.ALIGNED
+    for spec in config.strategies:
+        kind = spec.cache_server
+        if config.services is not None and config.services.cache_url_for(kind) is None:
+            have = mask_url(config.services.cache_url)
+            need = ("give --memcache-url memcache://HOST:PORT (or --cache-url memcache://...)"
+                    if kind is CacheServer.MEMCACHED else "give a redis:// --cache-url")
+            raise click.BadParameter(f"{spec.label} keeps its values on {kind.value}, and the "
+                                     f"cache is {have}: {need}", param_hint="--strategies")
+        try:
+            for ep in config.workload.endpoints:
+                spec.check_run(ep.ttl_ms, aligned)
+        except InvalidStrategy as exc:
+            raise click.BadParameter(str(exc), param_hint="--ttl") from None
+
+
+def link_control(config: LaunchConfig) -> LinkControl | None:
+    """The lab's link control when net: faults need it; bad input (exit 2) when it cannot serve them."""
+    on_links = tuple(f for f in config.faults if f.target is faults.Target.NET)
+    if not on_links or config.net_control is None:
+        return None
+    try:
+        control = LinkControl.parse(config.net_control)
+        unknown = control.unknown(on_links)
+    except (ValueError, NetControlError) as exc:
+        raise click.BadParameter(str(exc), param_hint="--net-control") from None
+    if unknown:
+        raise click.BadParameter(f"the lab routes no link {', '.join(unknown)} (it routes "
+                                 f"{', '.join(control.links()) or 'none'})", param_hint="--fault")
+    return control
