@@ -19,6 +19,7 @@ import multiprocessing
 import os
 import time
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from urllib.parse import unquote
 
@@ -142,37 +143,55 @@ def raise_priority() -> str:
     return "normal"
 
 
+@dataclass
+class _Link:
+    """The listener's link to the cache as the parent hears of it: ready once, then each gap
+    (down, up) while the server is away."""
+
+    conn: Connection
+    priority: str
+    ready: bool = False
+    gap_since: int | None = None
+
+    def up(self) -> None:
+        if not self.ready:
+            self.conn.send(("ready", self.priority))
+            self.ready = True
+        if self.gap_since is not None:
+            self.conn.send(("up", time.time_ns()))
+            self.gap_since = None
+
+    def down(self, exc: Exception) -> bool:
+        """Tell the parent; False when the first connection failed (the listener then ends)."""
+        if not self.ready:
+            self.conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            return False
+        if self.gap_since is None:
+            self.gap_since = time.time_ns()
+            self.conn.send(("down", self.gap_since))
+        time.sleep(RETRY_S)
+        return True
+
+
 def _listen(url: str, conn: Connection) -> None:
     """The child: subscribe, then send each event with its arrival time (batched per poll).
 
     When the cache goes away (a fault, a restart) it says when the gap began and ended, and
     subscribes again: a trial that overlaps a gap is marked, never silently short of events.
     """
-    priority = raise_priority()
-    gap_since: int | None = None
-    ready = False
+    link = _Link(conn, raise_priority())
     while True:
         _exit_if_orphaned()
         client = redis.Redis.from_url(url, socket_connect_timeout=2)
         try:
-            if gap_since is not None:  # a restarted server starts without our notification config
+            if link.gap_since is not None:  # a restarted server starts without our notifications
                 enable_notifications(client)
             pubsub = _subscribe(client)
-            if not ready:
-                conn.send(("ready", priority))
-                ready = True
-            if gap_since is not None:
-                conn.send(("up", time.time_ns()))
-                gap_since = None
+            link.up()
             _forward(pubsub, conn)
         except (redis.RedisError, OSError) as exc:
-            if not ready:
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            if not link.down(exc):
                 return
-            if gap_since is None:
-                gap_since = time.time_ns()
-                conn.send(("down", gap_since))
-            time.sleep(RETRY_S)
         finally:
             client.close()
 
@@ -212,33 +231,22 @@ def _watch(url: str, conn: Connection) -> None:
     """The child for memcached: ``watch fetchers``, forwarding the keys fetched expired; down
     and up as for Redis when the server goes away (a watcher that cannot keep up has lines
     skipped by the server: the trial's ``log_watcher_skipped`` counter says so)."""
-    priority = raise_priority()
-    gap_since: int | None = None
-    ready = False
+    link = _Link(conn, raise_priority())
     while True:
         _exit_if_orphaned()
         try:
             memcache = Memcache(url)
         except OSError as exc:
-            if not ready:
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            if not link.down(exc):
                 return
-            time.sleep(RETRY_S)
             continue
         try:
             lines = memcache.watch("fetchers")
-            if not ready:
-                conn.send(("ready", priority))
-                ready = True
-            if gap_since is not None:
-                conn.send(("up", time.time_ns()))
-                gap_since = None
+            link.up()
             _forward_expired(lines, conn)
-        except OSError:
-            if gap_since is None:
-                gap_since = time.time_ns()
-                conn.send(("down", gap_since))
-            time.sleep(RETRY_S)
+        except OSError as exc:
+            if not link.down(exc):
+                return
         finally:
             memcache.close()
 

@@ -63,6 +63,19 @@ MARKS = {
 }
 
 
+def encode_value(shaper: Callable[[bytes], bytes], key: str, rows: list[Any]) -> bytes:
+    """The cached value of ``key``: its rows and when they were read, shaped (padded, compressed)."""
+    return shaper(orjson.dumps({"key": key, "rows": rows, "computed_at_ns": time.time_ns()},
+                               default=str))
+
+
+def version_of(pool: ConnectionPool, timeout_s: float, key: str) -> int:
+    """The key's version when its read returned no row (the version rides on the rows)."""
+    with pool.connection(timeout=timeout_s) as conn:
+        row = conn.execute(VERSION_OF_SQL, (key,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def key_number(key: str) -> int:
     """The number a key's origin row or window is chosen by: ``product:7`` -> 7."""
     suffix = key.rsplit(":", 1)[-1]
@@ -171,14 +184,11 @@ class EndpointLoader:
         return stamp(int(rows[0][0]), self._encode(key, [row[1:] for row in rows]))
 
     def _encode(self, key: str, rows: list[Any]) -> bytes:
-        return self._shaper(orjson.dumps({"key": key, "rows": rows, "computed_at_ns": time.time_ns()},
-                                         default=str))
+        return encode_value(self._shaper, key, rows)
 
     def _empty_version(self, key: str) -> int:
         """A ranking with no rows (an empty category) still has a version; rare, so a read more."""
-        with self._pool.connection(timeout=self._pool_timeout_s) as conn:
-            row = conn.execute(VERSION_OF_SQL, (key,)).fetchone()
-        return int(row[0]) if row else 0
+        return version_of(self._pool, self._pool_timeout_s, key)
 
     def write(self, key: str) -> Committed:
         """Change the origin row behind ``key`` and bump its version, in one transaction."""

@@ -12,12 +12,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from model.custom import CustomOrigin, raw_placeholders
-from model.origin import CONFIRM_SQL, NEXT_VERSION_SQL, VERSION_OF_SQL, Committed
+from model.origin import (
+    CONFIRM_SQL,
+    NEXT_VERSION_SQL,
+    VERSION_OF_SQL,
+    Committed,
+    encode_value,
+    version_of,
+)
 from strategies import Probe
 from strategies.version import stamp
 
@@ -73,14 +79,11 @@ class SqlLoader:
         return stamp(version, self._encode(key, [row[1:] for row in rows]))
 
     def _encode(self, key: str, rows: list[Any]) -> bytes:
-        return self._shaper(orjson.dumps({"key": key, "rows": rows, "computed_at_ns": time.time_ns()},
-                                         default=str))
+        return encode_value(self._shaper, key, rows)
 
     def _version(self, key: str) -> int:
         """The version of a key whose read returned no row (then the wrapper returns none)."""
-        with self._pool.connection(timeout=self._pool_timeout_s) as conn:
-            row = conn.execute(VERSION_OF_SQL, (key,)).fetchone()
-        return int(row[0]) if row else 0
+        return version_of(self._pool, self._pool_timeout_s, key)
 
     def write(self, key: str) -> Committed:
         """The user's ``--write-sql`` for ``key`` and the key's next version, in one transaction."""
