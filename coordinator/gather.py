@@ -10,6 +10,7 @@ number below its count did; anything else is reported, batch by batch.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -24,6 +25,7 @@ from results.store.rundir import TrialParts
 
 Align = Callable[[str, pa.Table], pa.Table]  # worker name, wire rows -> request rows
 TAKE = 256  # stream entries per read
+POLL_BUDGET_S = 0.2  # one poll writes for this long at most, then the follow loop goes on
 
 
 @dataclass
@@ -56,16 +58,23 @@ class RowGatherer:
         self.sent = {name: Sent() for name in self._workers.values()}
         self._after = "0-0"
 
-    def poll(self) -> int:
-        """Take and write every entry that arrived; return how many there were."""
-        taken = 0
+    def poll(self, budget_s: float | None = POLL_BUDGET_S) -> int:
+        """Take and write the entries that arrived, for at most ``budget_s`` (None: all of them);
+        return how many. The budget keeps the follow loop's cadence when the coordinator falls
+        behind (a starved CPU): it polled nothing else for 8 s while the batches kept coming, so
+        its progress line stopped and every worker looked silent for that long."""
+        taken, until = 0, None if budget_s is None else time.monotonic() + budget_s
         while entries := self._client.xrange(self.key, min=f"({self._after}", count=TAKE):
             for entry_id, fields in entries:
                 self._take(cast("Mapping[bytes, bytes]", fields))
                 self._after = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            taken += len(entries)
+                taken += 1
+                if until is not None and time.monotonic() > until:
+                    break
             ms, _, seq = self._after.partition("-")
             self._client.xtrim(self.key, minid=f"{ms}-{int(seq) + 1}", approximate=False)
+            if until is not None and time.monotonic() > until:
+                break
         return taken
 
     def _take(self, fields: Mapping[bytes, bytes]) -> None:
@@ -100,7 +109,7 @@ class RowGatherer:
     def take_late(self) -> int:
         """After the trial: what came since, written (a part file of its own); rows taken."""
         before = self.parts.rows
-        self.poll()
+        self.poll(budget_s=None)
         self.parts.close()
         return self.parts.rows - before
 

@@ -77,6 +77,7 @@ class Watch:
     heard: float  # monotonic; the dispatch until the first sign
     sign: tuple[str, Any] = ("PENDING", None)
     longest_s: float = 0.0  # the longest silence between two signs
+    looked: float | None = None  # monotonic: the last reading (the sign seen then or before)
     health: Health = Health.RUNNING
     loss: Loss | None = None
 
@@ -97,8 +98,11 @@ class Liveness:
             return watch.health
         now = self._now()
         sign = (status, info.get(BEAT) if isinstance(info, Mapping) else None)
+        looked, watch.looked = watch.looked, now
         if sign != watch.sign or status in READY_OK | READY_FAILED:
-            watch.longest_s = max(watch.longest_s, now - watch.heard)
+            # Silent for sure: from when the old sign was heard to the last reading that still
+            # saw it. A pause of the coordinator's own (a starved CPU) is not the worker's.
+            watch.longest_s = max(watch.longest_s, (looked or watch.heard) - watch.heard)
             watch.heard, watch.sign = now, sign
         elif now - watch.heard > self.silence_s:
             watch.health = Health.LOST

@@ -194,7 +194,7 @@ class TrialRunner:
         when every worker's rows are complete."""
         deadline = time.monotonic() + SETTLE_S
         while True:
-            gatherer.poll()
+            gatherer.poll(budget_s=None)
             waiting = [w for w, r in present if len(gatherer.sent[w].seqs) < r.batches]
             if not waiting or time.monotonic() > deadline:
                 break

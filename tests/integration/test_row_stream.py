@@ -97,6 +97,18 @@ def test_the_stream_is_polled_as_it_grows(broker: redis.Redis, tmp_path: Path) -
     assert sorted(gather.sent["w1"].seqs) == [0, 1, 2] and gather.counts()["requests"] == 15
 
 
+def test_a_poll_writes_for_its_budget_then_returns(broker: redis.Redis, tmp_path: Path) -> None:
+    """A coordinator behind its workers must still get back to the liveness checks and the
+    progress line: one poll writes for its budget, the next poll goes on where it stopped."""
+    for seq in range(6):
+        add_batch(broker, seq, recorded(5))
+    gather = gatherer(broker, tmp_path)
+    assert gather.poll(budget_s=0.0) == 1  # over budget after the first entry
+    assert broker.xlen(KEY) == 5  # what was taken is trimmed, the rest waits
+    assert gather.poll(budget_s=None) == 5
+    assert sorted(gather.sent["w1"].seqs) == list(range(6))
+
+
 def test_the_shipper_sends_numbered_batches_and_an_end_marker(broker: redis.Redis) -> None:
     rec = recorded(100)
     ship = Shipper(broker, KEY, worker_index=3, interval_s=60)

@@ -69,11 +69,25 @@ def test_a_long_gap_that_ends_is_slow_not_lost() -> None:
     clock = Clock()
     live = Liveness(["a"], silence_s=4.0, now=clock)
     live.observe("a", "PROGRESS", beat(1))
-    clock.t += 2.5  # paused for more than half the limit
+    for _ in range(5):  # paused for more than half the limit, read every 0.5 s
+        clock.t += 0.5
+        assert live.observe("a", "PROGRESS", beat(1)) is Health.RUNNING
+    clock.t += 0.5
     assert live.observe("a", "PROGRESS", beat(2)) is Health.RUNNING
     clock.t += 0.5
     assert live.observe("a", "SUCCESS", {"rows": ""}) is Health.DONE
     assert live.slow() == {"a": 2.5} and live.lost() == {}
+
+
+def test_a_pause_of_the_coordinators_own_is_no_workers_silence() -> None:
+    """The coordinator did not read for 8 s (a starved CPU) and then saw a new beat: the worker
+    beat meanwhile, as far as anyone knows; it is neither slow nor lost."""
+    clock = Clock()
+    live = Liveness(["a"], silence_s=4.0, now=clock)
+    live.observe("a", "PROGRESS", beat(1))
+    clock.t += 8.0
+    assert live.observe("a", "PROGRESS", beat(33)) is Health.RUNNING
+    assert live.slow() == {} and live.lost() == {}
 
 
 def test_short_gaps_are_neither_slow_nor_lost() -> None:
