@@ -23,6 +23,7 @@ from coordinator.cli.options import (
     plugin_list,
     service_options,
     strategy_list,
+    target_width_option,
 )
 from coordinator.cli.origin_options import origin_options
 from coordinator.cli.rerun import rerun
@@ -105,6 +106,7 @@ def cli() -> None:
 @origin_options
 @liveness_options
 @observe_options
+@target_width_option
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""
@@ -126,10 +128,11 @@ def _run_dir(run_dir: Path, hint: str) -> tuple[dict[str, Any], list[dict[str, A
 
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-def report_command(run_dir: Path) -> None:
+@target_width_option
+def report_command(run_dir: Path, target_width: float | None) -> None:
     """Print the summary table of a run; write RUN_DIR/report.html and the PNGs beside it."""
     _run_dir(run_dir, "RUN_DIR")
-    click.echo(summary.render_summary(run_dir, events=True))
+    click.echo(summary.render_summary(run_dir, events=True, target_width=target_width))
     try:
         written = html_report.write_report(run_dir)
     except html_report.MissingExtra as exc:
