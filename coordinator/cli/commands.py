@@ -32,6 +32,7 @@ from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
 from model.services import RedisPath
+from results.figures import repeats
 from results.outputs import compare, html_report, summary
 from results.store import rundir
 
@@ -144,9 +145,11 @@ def report_command(run_dir: Path, target_width: float | None) -> None:
 @click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
 @click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
 def compare_command(run_a: Path, run_b: Path) -> None:
-    """How the runs differ in configuration, then the same trials side by side with the change
-    of each figure (B - A)."""
-    click.echo(compare.render_runs(*_run_dir(run_a, "RUN_A"), *_run_dir(run_b, "RUN_B")))
+    """How the runs differ in configuration, then per strategy each figure's difference with its
+    95 % interval (different / not distinguishable), then the trials side by side (B - A)."""
+    (meta_a, a), (meta_b, b) = _run_dir(run_a, "RUN_A"), _run_dir(run_b, "RUN_B")
+    events_a, events_b = (repeats.events_of(rundir.read_expiries(r)) for r in (run_a, run_b))
+    click.echo(compare.render_runs(meta_a, a, meta_b, b, events_a, events_b))
 
 
 @cli.command("rerun")

@@ -80,7 +80,10 @@ def _number(row: Mapping[str, Any], key: str) -> float:
 
 
 def trial_estimate(row: Mapping[str, Any], figure: str) -> Estimate:
-    """One trial's figure as trials.parquet holds it (runs made before intervals: none)."""
+    """One trial's figure as trials.parquet holds it: its ends NaN when its method had too few
+    units, null in runs made before intervals (then it claims nothing about them)."""
+    if row.get(f"{figure}_lo") is None and row.get(f"{figure}_hi") is None:
+        return Estimate(_number(row, figure))
     if figure in OTHERS:
         unit, counted, need = OTHERS[figure]
     else:

@@ -80,7 +80,7 @@ def run_verdicts(estimates: Mapping[str, Mapping[str, Estimate]]) -> str:
         return ""
     first = names[0]
     rows = verdict_rows([(name, estimates[first], estimates[name]) for name in names[1:]])
-    order = [[LABELS[f], order_line(f, estimates)] for f in repeats.VERDICT_FIGURES]
+    order = [[LABELS[f], line] for f in repeats.VERDICT_FIGURES if (line := order_line(f, estimates))]
     return "\n".join([
         f"\nverdicts, each strategy (B) against {first} (A), at 95 %:",
         grid(VERDICT_HEAD, rows, left=2),

@@ -131,7 +131,7 @@ def test_too_few_events_are_said_not_given_an_interval() -> None:
     e = repeats.trial_estimate({**f, "expiry_events": 3}, "origin_per_expiry")
     assert e.too_few == "n=3: too few events"
     assert verdicts.cell(e, "origin_per_expiry") == "166.7 (n=3: too few events)"
-    p99 = repeats.trial_estimate({"p99_ms": 9.0, "p99_ms_lo": None, "p99_ms_hi": None,
+    p99 = repeats.trial_estimate({"p99_ms": 9.0, "p99_ms_lo": math.nan, "p99_ms_hi": math.nan,
                                   "requests": 200}, "p99_ms")
     assert verdicts.cell(p99, "p99_ms") == "9.00 (n=200: too few requests)"
 
