@@ -115,12 +115,17 @@ def bootstrap(num: np.ndarray, den: np.ndarray | None = None, unit: str = "event
     picks = rng_for(num, den).integers(0, n, (DRAWS, n))
     with np.errstate(invalid="ignore", divide="ignore"):
         raw = num[picks].sum(axis=1) / den[picks].sum(axis=1)
-    return widened(value, raw[np.isfinite(raw)], widen or n, unit, need)
+        ratios = num[den > 0] / den[den > 0]
+    bounds = (float(ratios.min()), float(ratios.max()))
+    return widened(value, raw[np.isfinite(raw)], widen or n, unit, need, bounds)
 
 
-def widened(value: float, raw: np.ndarray, n: int, unit: str, need: int) -> Estimate:
-    """The percentile interval of ``raw`` about ``value``, widened for n units."""
-    draws = value + widening(n) * (raw - value)
+def widened(value: float, raw: np.ndarray, n: int, unit: str, need: int,
+            bounds: tuple[float, float] = (-math.inf, math.inf)) -> Estimate:
+    """The percentile interval of ``raw`` about ``value``, widened for n units, kept within
+    ``bounds`` (a ratio of sums lies between the smallest and largest unit's own ratio: a mean
+    herd is never below the smallest herd)."""
+    draws = np.clip(value + widening(n) * (raw - value), *bounds)
     lo, hi = np.quantile(draws, [ALPHA / 2, 1 - ALPHA / 2])
     return Estimate(value, float(min(lo, value)), float(max(hi, value)), n, unit, need, draws)
 

@@ -152,7 +152,8 @@ def _pooled(groups: Sequence[np.ndarray | None], stat: Callable[..., Any], need:
         raw = np.asarray(stat(drawn, axis=1), np.float64)
     raw = raw[np.isfinite(raw)]
     if widen:
-        return intervals.widened(value, raw, n, "events", need)
+        return intervals.widened(value, raw, n, "events", need,
+                                 (float(pooled.min()), float(pooled.max())))
     lo, hi = intervals.interval_of(raw)
     return Estimate(value, min(lo, value), max(hi, value), n, "events", need, raw)
 

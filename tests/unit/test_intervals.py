@@ -22,6 +22,7 @@ import pytest
 
 from results.figures import events, intervals, metrics, rates, repeats, scan
 from results.figures.expiry_reports import Event, Source
+from results.figures.intervals import Estimate
 from results.outputs import verdicts
 from tests.unit.test_metrics import rows
 
@@ -170,3 +171,28 @@ def test_a_table_from_a_trials_table_alone_reads_the_stored_intervals() -> None:
     e = repeats.strategy_estimates([row], {})["origin_per_expiry"]
     assert (e.value, e.lo, e.hi) == (150.0, 140.0, 160.0)
     assert pa.Table.from_pylist([row]).num_rows == 1
+
+
+def test_target_width_says_how_many_seconds_or_repeats() -> None:
+    """145 [121, 170] is 34 % wide: 10 % takes (34 / 10)^2 = 11.4x the events; three events
+    where eight are needed take 2.7x."""
+    wide = {"origin_per_expiry": Estimate(145.0, 121.0, 170.0, 14, "events", 8),
+            **{f: Estimate(1.0, 0.99, 1.01, 10_000, "requests", 6) for f in ("p50_ms", "p99_ms")},
+            "rps": Estimate(100.0, n=3, unit="seconds", need=8)}
+    trials = [{"strategy": "naive", "window_s": 28.0}]
+    notes = verdicts.target_notes({"naive": wide}, trials, 10.0)
+    assert notes == [
+        "naive: origin/expiry: 145.0 [121.0, 170.0] is 34 % wide; 10 % needs about 11.4x the "
+        "events: a window of 320 s per trial (--seconds 320 plus warm-up and drain), or --repeat 12",
+        "naive: rps: n=3: too few seconds, 8 needed; 10 % needs about 2.7x the seconds: a window "
+        "of 75 s per trial (--seconds 75 plus warm-up and drain), or --repeat 3"]
+
+
+def test_a_mean_carried_by_a_rare_tail_keeps_its_interval_within_the_herds() -> None:
+    """Thirteen refresh cycles of 1-2 calls and three expiries with herds of 161-433 (XFetch
+    beta=10, experiment 000's preset): the widened interval stays above the smallest herd."""
+    sizes = np.array([1, 1, 1, 1, 2, 2, 1, 1, 4, 7, 18, 1, 2, 161, 233, 433], np.float64)
+    f = events.figures(herds_of(sizes), 0, 0, 1)
+    assert 1.0 <= f["origin_per_expiry_lo"] < f["origin_per_expiry"] < f["origin_per_expiry_hi"] <= 433
+    e = repeats.trial_estimate({**f, "expiry_events": 16}, "origin_per_expiry")
+    assert e.known and e.too_few is None
