@@ -51,6 +51,7 @@ class Estimate:
     unit: str = "events"
     need: int = 0  # the fewest units the method needs
     draws: np.ndarray | None = field(default=None, compare=False, repr=False)
+    runs: int = 1  # the repeats (trials) it is over
 
     @property
     def known(self) -> bool:

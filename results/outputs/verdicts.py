@@ -85,7 +85,7 @@ def run_verdicts(estimates: Mapping[str, Mapping[str, Estimate]]) -> str:
         f"\nverdicts, each strategy (B) against {first} (A), at 95 %:",
         grid(VERDICT_HEAD, rows, left=2),
         "\norder, lowest first: '<' distinguishable from the one before at 95 %, '~' not "
-        "(a tie: read pairwise between neighbours):",
+        "(a tie: read pairwise between neighbours; latency and rps of one run each: within it):",
         grid(("figure", "order"), order, left=2)])
 
 

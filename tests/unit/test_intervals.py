@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
@@ -197,3 +198,16 @@ def test_a_mean_carried_by_a_rare_tail_keeps_its_interval_within_the_herds() -> 
     assert 1.0 <= f["origin_per_expiry_lo"] < f["origin_per_expiry"] < f["origin_per_expiry_hi"] <= 433
     e = repeats.trial_estimate({**f, "expiry_events": 16}, "origin_per_expiry")
     assert e.known and e.too_few is None
+
+
+def test_a_latency_verdict_of_one_run_each_says_it_is_within_the_run() -> None:
+    """A trial's p99 interval is its rows' sampling alone: two single runs that differ are said
+    to differ within their runs, and over repeats the plain verdict stands."""
+    a, b = Estimate(100.0, 98.0, 102.0, 10_000, "requests", 368), Estimate(120.0, 118.0, 122.0,
+                                                                            10_000, "requests", 368)
+    single = repeats.difference("p99_ms", a, b)
+    assert single.verdict == f"{repeats.DIFFERENT} {repeats.WITHIN_RUN}"
+    over = repeats.difference("p99_ms", replace(a, runs=3), replace(b, runs=3))
+    assert over.verdict == repeats.DIFFERENT
+    events_only = repeats.difference("origin_per_expiry", a, b)
+    assert events_only.verdict == repeats.DIFFERENT
