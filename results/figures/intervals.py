@@ -198,7 +198,8 @@ def per_bin(t_ns: np.ndarray, start_ns: int, window_ns: int, count: int,
     """Counts of instants (weighted) in ``count`` equal bins of the window."""
     if count < 1 or window_ns <= 0:
         return np.zeros(0, np.int64)
-    index = np.clip((t_ns - start_ns) * count // window_ns, 0, count - 1)
+    share = (np.asarray(t_ns, np.float64) - start_ns) / window_ns  # float: no int64 overflow
+    index = np.clip(np.floor(share * count), 0, count - 1).astype(np.int64)
     return np.bincount(index, weights=weights, minlength=count)[:count]
 
 

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     from results.figures.metrics import Window
 
 
+MAX_BINS = 100_000  # a window longer than a day (a hand-made one: a test's "everything") gets longer bins
+
+
 def bins(span_ns: int, period_ns: int) -> int:
     """How many equal bins the window is cut into: each of whole TTL periods, as many as make
     about a second (one period when the TTL is longer), so every bin holds its share of
@@ -28,9 +31,9 @@ def bins(span_ns: int, period_ns: int) -> int:
     if span_ns <= 0:
         return 0
     if period_ns <= 0:
-        return max(1, round(span_ns / 1e9))
+        return min(MAX_BINS, max(1, round(span_ns / 1e9)))
     per = max(1, round(1e9 / period_ns))
-    return max(1, round(span_ns / (per * period_ns)))
+    return min(MAX_BINS, max(1, round(span_ns / (per * period_ns))))
 
 
 @dataclass
