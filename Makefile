@@ -21,8 +21,9 @@ system-deps:
 observe-deps:
 	@sh scripts/observe-deps.sh
 
+# 30 s per trial, as experiment 000: about 14 expiries each, enough for every interval.
 demo: setup
-	$(BIN)/coordinator launch --workers 8
+	$(BIN)/coordinator launch --workers 8 --seconds 30
 
 # docs/cli.md from the click commands, the presets and the strategies (a unit test checks it is current).
 cli-reference: $(BIN)/coordinator

@@ -24,7 +24,7 @@ _ZERO_IS_NONE = frozenset(_ALIGN[2:])  # 0 means "none" (no origin call, no set,
 
 
 def window_of(plan: TrialPlan) -> metrics.Window:
-    return metrics.Window(plan.window_start_ns, plan.window_end_ns)
+    return metrics.Window(plan.window_start_ns, plan.window_end_ns, plan.ttl_ms * 1_000_000)
 
 
 def align(plan: TrialPlan, run_id: str, worker: str, offset_ns: int, wire: pa.Table) -> pa.Table:

@@ -23,6 +23,7 @@ from coordinator.cli.options import (
     plugin_list,
     service_options,
     strategy_list,
+    target_width_option,
 )
 from coordinator.cli.origin_options import origin_options
 from coordinator.cli.rerun import rerun
@@ -31,6 +32,7 @@ from coordinator.cli.workload_options import workload_options
 from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
 from model.services import RedisPath
+from results.figures import repeats
 from results.outputs import compare, html_report, summary
 from results.store import rundir
 
@@ -105,6 +107,7 @@ def cli() -> None:
 @origin_options
 @liveness_options
 @observe_options
+@target_width_option
 @click.option("--quiet", is_flag=True, help="Print only the table.")
 def launch_command(**options: object) -> None:
     """Run every strategy, write runs/<run_id>/, print the summary table."""
@@ -126,10 +129,11 @@ def _run_dir(run_dir: Path, hint: str) -> tuple[dict[str, Any], list[dict[str, A
 
 @cli.command("report")
 @click.argument("run_dir", type=click.Path(path_type=Path, file_okay=False))
-def report_command(run_dir: Path) -> None:
+@target_width_option
+def report_command(run_dir: Path, target_width: float | None) -> None:
     """Print the summary table of a run; write RUN_DIR/report.html and the PNGs beside it."""
     _run_dir(run_dir, "RUN_DIR")
-    click.echo(summary.render_summary(run_dir, events=True))
+    click.echo(summary.render_summary(run_dir, events=True, target_width=target_width))
     try:
         written = html_report.write_report(run_dir)
     except html_report.MissingExtra as exc:
@@ -141,9 +145,11 @@ def report_command(run_dir: Path) -> None:
 @click.argument("run_a", type=click.Path(path_type=Path, file_okay=False))
 @click.argument("run_b", type=click.Path(path_type=Path, file_okay=False))
 def compare_command(run_a: Path, run_b: Path) -> None:
-    """How the runs differ in configuration, then the same trials side by side with the change
-    of each figure (B - A)."""
-    click.echo(compare.render_runs(*_run_dir(run_a, "RUN_A"), *_run_dir(run_b, "RUN_B")))
+    """How the runs differ in configuration, then per strategy each figure's difference with its
+    95 % interval (different / not distinguishable), then the trials side by side (B - A)."""
+    (meta_a, a), (meta_b, b) = _run_dir(run_a, "RUN_A"), _run_dir(run_b, "RUN_B")
+    events_a, events_b = (repeats.events_of(rundir.read_expiries(r)) for r in (run_a, run_b))
+    click.echo(compare.render_runs(meta_a, a, meta_b, b, events_a, events_b))
 
 
 @cli.command("rerun")

@@ -169,7 +169,8 @@ def launch(options: dict[str, Any]) -> Path:
     config = config_from(options)
     watch = observe_check(bool(options.get("observe")), options.get("metrics_port"),
                           config.workers, config.embedded)
-    return execute(config, quiet=bool(options.get("quiet")), observe=watch)
+    return execute(config, quiet=bool(options.get("quiet")), observe=watch,
+                   target_width=options.get("target_width"))
 
 
 def checked_services(config: LaunchConfig, console: Console) -> LaunchConfig:
@@ -201,8 +202,10 @@ def start_services(stack: contextlib.ExitStack, config: LaunchConfig, observer: 
     return embedded.services, hooks, embedded
 
 
-def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None) -> Path:
-    """Run ``config`` into its run directory, print the summary table; return the directory."""
+def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None,
+            target_width: float | None = None) -> Path:
+    """Run ``config`` into its run directory, print the summary table (its notes say what an
+    interval ``target_width`` % wide would take); return the directory."""
     console = Console(quiet=quiet)
     config = checked_services(config, console)
     net = link_control(config)
@@ -225,9 +228,9 @@ def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions |
         raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
     except WorkersLost:  # --on-worker-loss fail: the completed trials' table, then exit 3
         if (writer.root / "trials.parquet").exists():
-            click.echo(summary.render_summary(writer.root))
+            click.echo(summary.render_summary(writer.root, target_width=target_width))
         raise
-    click.echo(summary.render_summary(writer.root))
+    click.echo(summary.render_summary(writer.root, target_width=target_width))
     console.say(f"rows: {writer.root}/requests/   trials: {writer.root}/trials.parquet")
     if state.roster is not None and state.roster.degraded:
         raise WorkersLost(f"run degraded: {state.roster.describe()} (run.json status degraded)")

@@ -138,3 +138,26 @@ def liveness_options(func: F) -> F:
         "--worker-silence", "worker_silence_s", type=click.FloatRange(1, 3600), default=None,
         help=f"Seconds without a heartbeat after which a worker is lost [default: "
              f"{defaults.Timing().worker_silence_s:g}; at least 1].")(func)
+
+
+def _target_width(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    """``10`` or ``10%``: percent of the figure, above 0 and at most 1000."""
+    if value is None:
+        return None
+    try:
+        width = float(value.strip().removesuffix("%"))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a percentage (e.g. 10 or 10%)", ctx,
+                                 param) from None
+    if not 0 < width <= 1000:
+        raise click.BadParameter(f"{value!r} must be above 0 and at most 1000 (percent of the "
+                                 "figure)", ctx, param)
+    return width
+
+
+def target_width_option(func: F) -> F:
+    """``--target-width PCT``: the table's notes say what an interval this narrow would take."""
+    return click.option(
+        "--target-width", callback=_target_width, default=None, metavar="PCT",
+        help="Width wanted of each headline figure's 95 % interval, in percent of the figure: "
+             "the table's notes say how many seconds per trial or repeats would give it.")(func)

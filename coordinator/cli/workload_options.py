@@ -29,6 +29,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 10.0,
         "strategies": "naive,lock,lock-dc", "scale": 500_000,
     },
+    # 000's whole table as it ran there: the six defences, 200 clients, TTL 2 s, 30 s x 3
+    # repeats, each figure with its interval (docs/workloads.md explains each row that departs).
+    "experiment-000": {
+        "keys": "hot", "clients": 200, "workers": 8, "ttl_s": 2.0, "seconds": 30.0, "repeat": 3,
+        "strategies": "naive,lock,xfetch:beta=1,xfetch:beta=10,xfetch:beta=100,swr",
+    },
     "jitter": {  # 001: 100 keys, same TTL 10 s, expiring together; jitter=0.2 spreads them
         "keys": "many:100", "clients": 40, "workers": 2, "ttl_s": 10.0, "seconds": 22.0,
         "strategies": "naive,naive:jitter=0.2", "scale": 200_000,

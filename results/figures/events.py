@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.figures import expiry_reports
+from results.figures import expiry_reports, intervals
 from results.figures.expiry_reports import Event, Source
 
 TOLERANCE_NS = 250_000_000  # at most; a quarter of the TTL when that is shorter
@@ -39,6 +39,7 @@ class Herd:
 
     event: Event
     calls: list[tuple[int, int]] = field(default_factory=list)
+    waits: int = 0  # client requests that waited for this event's fill
 
     @property
     def size(self) -> int:
@@ -80,9 +81,19 @@ def origin_calls(rows: pa.Table) -> pa.Table:
     })
 
 
+def waited(rows: pa.Table) -> list[tuple[str, int]]:
+    """(key, start) of the requests that waited for another client's fill (no call of their own)."""
+    if "outcome" not in rows.column_names:
+        return []
+    mask = pc.and_(pc.equal(rows["outcome"], "waited"), pc.equal(rows["origin_called"], 0))
+    kept = rows.filter(pc.fill_null(mask, False))
+    return list(zip(kept["key"].to_pylist(), kept["t_start_ns"].to_pylist(), strict=True))
+
+
 def attribute(calls: pa.Table, events: Sequence[Event], tolerance: int,
-              span_ns: int) -> Attribution:
+              span_ns: int, waits: Sequence[tuple[str, int]] = ()) -> Attribution:
     """Each origin call to one event (module docstring); refresh cycles become events here.
+    A wait belongs to an event by the calls' rule (the latest event of its key before it).
 
     A refresh cycle and a reported expiry of the same generation of values (XFetch's early
     refreshers racing the expiry) are one event.
@@ -98,6 +109,21 @@ def attribute(calls: pa.Table, events: Sequence[Event], tolerance: int,
     by_key: dict[str, list[Herd]] = {}
     for herd in herds.values():
         by_key.setdefault(herd.event.key, []).append(herd)
+    unattributed = _assign(ordered, by_key, tolerance)
+    for key, start in waits:
+        if (target := _latest(by_key.get(key, []), start + tolerance)) is not None:
+            target.waits += 1
+    everything = [*herds.values(), *cycles.values()]
+    for herd in everything:
+        herd.calls.sort()
+        herd.event = _first_sign(herd)
+    return Attribution(sorted(everything, key=lambda h: h.event.at_ns), unattributed)
+
+
+def _assign(ordered: Iterable[tuple[str, int, int, int]], by_key: Mapping[str, list[Herd]],
+            tolerance: int) -> int:
+    """Each call that refreshed no live value to the latest event of its key before it; the
+    calls with none (unattributed) counted."""
     unattributed = 0
     for key, start, end, refresh_of in ordered:
         if refresh_of:
@@ -107,11 +133,7 @@ def attribute(calls: pa.Table, events: Sequence[Event], tolerance: int,
             unattributed += 1
         else:
             target.calls.append((start, end))
-    everything = [*herds.values(), *cycles.values()]
-    for herd in everything:
-        herd.calls.sort()
-        herd.event = _first_sign(herd)
-    return Attribution(sorted(everything, key=lambda h: h.event.at_ns), unattributed)
+    return unattributed
 
 
 def _first_sign(herd: Herd) -> Event:
@@ -198,6 +220,7 @@ def figures(counted: Sequence[Herd], unattributed: int, window_calls: int,
         "period_events": periods,
         "origin_per_period": per_period,
         "per_period_differs": differs(per_event, per_period),
+        **intervals.event_columns([h.size for h in counted], [h.waits for h in counted]),
     }
 
 
@@ -237,6 +260,7 @@ def event_rows(herds: Sequence[Herd], window: tuple[int, int],
         "last_end_ns": max(end for _, end in h.calls) if h.calls else None,
         "duration_ms": h.duration_ms(),
         "first_fill_ms": h.first_fill_ms(),
+        "waits": h.waits,
     } for h in herds]
 
 
@@ -257,7 +281,7 @@ def trial_events(rows: pa.Table, observed: Sequence[Event], plan: EventPlan,
     tolerance = tolerance_ns(plan.ttl_ns)
     merged = expiry_reports.merge_close(observed, tolerance)
     events = expiry_reports.with_schedule(merged, plan.first_expiry_ns, plan.ttl_ns, plan.aligned)
-    attribution = attribute(origin_calls(rows), events, tolerance, plan.ttl_ns // 2)
+    attribution = attribute(origin_calls(rows), events, tolerance, plan.ttl_ns // 2, waited(rows))
     counted = in_window(attribution.herds, *plan.window)
     out = figures(counted, attribution.unattributed, window_calls, plan.periods)
     offsets = [abs(h.event.at_ns - h.event.scheduled_ns) / 1e6 for h in counted

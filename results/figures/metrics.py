@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from results.figures import scan
+from results.figures import intervals, rates, scan
 from results.figures.batch import Batch
 from results.store.schema import (
     DROPPED,
@@ -27,6 +27,7 @@ from results.store.schema import (
 )
 
 PERCENTILES = (0.5, 0.9, 0.99, 0.999)
+BOUNDED = (0.5, 0.99)  # the percentiles given with their 95 % interval (p50_ms_lo, p99_ms_hi, ...)
 
 
 def percentiles_ms(latency_ns: pa.Array | pa.ChunkedArray, qs: Sequence[float]) -> list[float]:
@@ -57,6 +58,7 @@ class Window:
 
     start_ns: int
     end_ns: int
+    period_ns: int = 0  # the TTL: the window is whole periods (0: unknown, e.g. a hand-made window)
 
     @property
     def seconds(self) -> float:
@@ -142,7 +144,7 @@ def scan_trial(rows: pa.Table | scan.Source, window: Window, floor_ms: float) ->
     PostgreSQL counts them all.
     """
     source = rows if callable(rows) else scan.table_source(rows)
-    folds = _Folds()
+    folds = _Folds(window)
     for batch in source(COLUMNS):
         folds.first(Batch(batch))
     for batch in source(SECOND_COLUMNS):
@@ -165,11 +167,17 @@ _COUNTED = ("requests", "errors", "stale_served", "waits", "local_hits", "window
 class _Folds:
     """Counts folded batch by batch, and the quantiles' two passes."""
 
+    window: Window
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
     errors: dict[str, int] = field(default_factory=dict)
     called: list[pa.Table] = field(default_factory=list)
     firsts: dict[str, int] = field(default_factory=dict)
-    latency: scan.Quantiles = field(default_factory=lambda: scan.Quantiles(PERCENTILES))
+    latency: scan.Quantiles = field(
+        default_factory=lambda: scan.Quantiles(PERCENTILES, bounded=BOUNDED))
+    seconds: rates.Seconds = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.seconds = rates.Seconds(self.window)
     remote: scan.Quantiles = field(default_factory=lambda: scan.Quantiles((0.5,)))
     stale_age: scan.Quantiles = field(default_factory=lambda: scan.Quantiles((0.5,)))
 
@@ -180,11 +188,13 @@ class _Folds:
         c["origin_calls_total"] += int(calls.sum())
         c["client_requests_all"] += int(clients.sum())
         self._firsts(b)
-        if (calls > 0).any():
-            called = b.table.filter(pa.array(calls > 0))
+        wanted = (calls > 0) | (clients & b.outcome("waited"))  # the events' calls and waits
+        if wanted.any():
+            called = b.table.filter(pa.array(wanted))
             self.called.append(scan.plain(called.select([x for x in CALL_COLUMNS
                                                          if x in called.column_names])))
         everything, win = reads_ & window, clients & window
+        self.seconds.add(b, win)
         c["requests"] += int(win.sum())
         for name, outcome in (("errors", "error"), ("stale_served", "stale"), ("waits", "waited")):
             c[name] += int((b.outcome(outcome) & win).sum())
@@ -225,7 +235,8 @@ class _Folds:
         p50, p90, p99, p999 = self.latency.result_ms()
         called = (pa.concat_tables(self.called) if self.called
                   else pa.schema([REQUEST_SCHEMA.field(c) for c in CALL_COLUMNS]).empty_table())
-        in_window = called.filter(called["in_window"]) if called.num_rows else called
+        in_window = called.filter(pc.and_(called["in_window"],
+                                          pc.greater(called["origin_called"], 0)))
         stale_p50 = self.stale_age.result_ms()[0]
         figures: dict[str, object] = {
             "requests": requests, "errors": errors,
@@ -249,8 +260,18 @@ class _Folds:
             "peak_origin_per_s": peak_per_second(in_window["origin_start_ns"], window.start_ns),
             "origin_call_p50_ms": _median_ms(called["origin_ns"]),
             "late_sends": c["late_sends"], "dropped_sends": c["dropped_sends"],
+            **self._intervals(),
         }
         return Scanned(figures, called, self.firsts, c["client_requests_all"])
+
+    def _intervals(self) -> dict[str, object]:
+        """p50 and p99 with their order-statistic intervals; rps and the stale share with
+        their bootstrap over the window's seconds (results.figures.intervals)."""
+        p50, p99 = self.latency.estimates_ms()
+        rps, stale = self.seconds.estimates()
+        return {**intervals.columns("p50_ms", p50), **intervals.columns("p99_ms", p99),
+                **intervals.columns("rps", rps), "rate_bins": rps.n,
+                "stale_share": stale.value, **intervals.columns("stale_share", stale)}
 
 
 def _count_errors(found: dict[str, int], b: Batch, rows: np.ndarray) -> None:

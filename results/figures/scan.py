@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
+from results.figures import intervals
+
 Source = Callable[[Sequence[str]], Iterable[pa.RecordBatch]]
 BATCH_ROWS = 1 << 20
 SUB_BITS = 7  # 64 buckets per power of two above 128: a bucket spans under 2 % of its values
@@ -104,15 +106,21 @@ def bucket_bounds(bucket: int) -> tuple[int, int]:
 @dataclass
 class Quantiles:
     """Exact quantiles ``qs`` of int64 values fed twice: ``count`` every value in a first pass,
-    then ``keep`` the same values in a second; ``result`` after both. NaN when no value."""
+    then ``keep`` the same values in a second; ``result`` after both. NaN when no value.
+
+    For each of ``bounded`` the second pass also keeps the two order statistics of its 95 %
+    interval (results.figures.intervals.order_ranks: their ranks come from the binomial once
+    the first pass has counted the values), so ``intervals`` needs no third scan."""
 
     qs: Sequence[float]
+    bounded: Sequence[float] = ()
     counts: np.ndarray = field(default_factory=lambda: np.zeros(_BUCKETS, np.int64))
     n: int = 0
     peak: int | None = None
     _wanted: np.ndarray | None = None
     _bounds: list[tuple[int, int]] = field(default_factory=list)
     _kept: list[np.ndarray] = field(default_factory=list)
+    _sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def count(self, values: np.ndarray) -> None:
         if values.size:
@@ -127,8 +135,10 @@ class Quantiles:
             self.peak = top if self.peak is None else max(self.peak, top)
 
     def _ranks(self) -> np.ndarray:
-        positions = np.asarray(self.qs, float) * (self.n - 1)
-        return np.unique(np.concatenate([np.floor(positions), np.ceil(positions)]).astype(np.int64))
+        positions = np.asarray([*self.qs, *self.bounded], float) * (self.n - 1)
+        bounds = [r for q in self.bounded for r in intervals.order_ranks(self.n, q) or ()]
+        return np.unique(np.concatenate([np.floor(positions), np.ceil(positions),
+                                         np.asarray(bounds, float)]).astype(np.int64))
 
     def keep(self, values: np.ndarray) -> None:
         if not self.n or not values.size:
@@ -142,23 +152,38 @@ class Quantiles:
             mask |= (values >= low) & (values < high)
         self._kept.append(values[mask])
 
+    def _at(self, rank: int) -> float:
+        """The value of global rank ``rank`` (a rank the second pass kept)."""
+        if self._sorted is None:
+            kept = np.sort(np.concatenate(self._kept)) if self._kept else np.zeros(0, np.int64)
+            self._sorted = kept, np.concatenate([[0], np.cumsum(self.counts)]), buckets(kept)
+        return _at(*self._sorted, rank)
+
     def result(self) -> list[float]:
         """The quantiles in the values' unit (NaN for none)."""
+        return [self._value(q) for q in self.qs]
+
+    def _value(self, q: float) -> float:
         if not self.n:
-            return [float("nan")] * len(self.qs)
-        kept = np.sort(np.concatenate(self._kept)) if self._kept else np.zeros(0, np.int64)
-        below = np.concatenate([[0], np.cumsum(self.counts)])
-        kept_buckets = buckets(kept)
-        out = []
-        for q in self.qs:
-            position = q * (self.n - 1)
-            lo, hi = int(np.floor(position)), int(np.ceil(position))
-            a, b = _at(kept, below, kept_buckets, lo), _at(kept, below, kept_buckets, hi)
-            out.append(a + (b - a) * (position - lo))
-        return out
+            return float("nan")
+        position = q * (self.n - 1)
+        lo, hi = int(np.floor(position)), int(np.ceil(position))
+        a, b = self._at(lo), self._at(hi)
+        return a + (b - a) * (position - lo)
 
     def result_ms(self) -> list[float]:
         return [v / 1e6 for v in self.result()]
+
+    def estimates_ms(self) -> list[intervals.Estimate]:
+        """Each of ``bounded`` in ms with its order-statistic interval (NaN ends: too few)."""
+        out = []
+        for q in self.bounded:
+            value = self._value(q)
+            ranks = intervals.order_ranks(self.n, q) if self.n >= intervals.fewest_for(q) else None
+            lo, hi = (self._at(ranks[0]), self._at(ranks[1])) if ranks else (float("nan"),) * 2
+            out.append(intervals.Estimate(value / 1e6, lo / 1e6, hi / 1e6, self.n, "requests",
+                                          intervals.fewest_for(q)))
+        return out
 
 
 def _at(kept: np.ndarray, below: np.ndarray, kept_buckets: np.ndarray, rank: int) -> float:

@@ -13,8 +13,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from results.figures import repeats
 from results.outputs import html as h
-from results.outputs import observe_appendix, report_data, table
+from results.outputs import observe_appendix, report_data, table, verdicts
 
 PLOTS_MISSING = ("the report's plots need matplotlib, which this install leaves out (the worker image "
                  "does): pip install 'stampede-lab[local]'")
@@ -26,10 +27,13 @@ class MissingExtra(RuntimeError):
 
 TRIAL_COLUMNS: list[h.Column] = [
     ("trial", "trial", ""), ("strategy", "strategy", ""), ("repeat", "repeat", ""),
-    ("origin_per_expiry", "origin/expiry", ".1f"), ("event_kind", "per", ""),
-    ("expiry_events", "events", ""), ("herd_max", "largest herd", ""),
+    ("origin_per_expiry", "origin/expiry", ".1f"), ("origin_per_expiry_lo", "95 % from", ".1f"),
+    ("origin_per_expiry_hi", "95 % to", ".1f"), ("event_kind", "per", ""),
+    ("expiry_events", "events", ""), ("herd_median", "herd p50", ".1f"),
+    ("herd_p90", "herd p90", ".1f"), ("herd_max", "largest herd", ""),
     ("origin_per_period", "per TTL period", ".1f"), ("peak_origin_inflight", "peak in-flight", ""),
     ("rps", "rps", ",.0f"), ("p50_ms", "p50 ms", ".2f"), ("p99_ms", "p99 ms", ".1f"),
+    ("p99_ms_lo", "p99 95 % from", ".1f"), ("p99_ms_hi", "p99 95 % to", ".1f"),
     ("error_rate", "error rate", ".2%"), ("floor_ms", "floor ms", ".3f"),
     ("origin_calls_total", "client origin calls", ","), ("db_calls", "db calls", ","),
     ("db_calls_match", "db match", ""), ("db_time_ms", "db time ms", ",.1f"),
@@ -74,11 +78,40 @@ EVENT_COLUMNS: list[h.Column] = [
 ]
 
 
-def _summary(trials: list[dict[str, Any]]) -> str:
+def _summary(data: report_data.RunData) -> str:
     """The text table's lines as HTML (with the consistency columns when a trial had writes)."""
-    columns = table.columns(trials)
-    rows = [dict(zip(columns, cells, strict=True)) for cells in table.summary_rows(trials)]
+    columns = table.columns(data.trials)
+    rows = [dict(zip(columns, cells, strict=True))
+            for cells in table.summary_rows(data.trials, data.windows, data.estimates)]
     return h.table(rows, [(c, c, "") for c in columns])
+
+
+INTERVALS_TEXT = (
+    "Each figure with its 95 % interval (docs/results.md, Intervals): origin calls and waits per "
+    "event by a bootstrap over the events (over repeats: the repeats, then their events), p50 and "
+    "p99 by order statistics of the requests, rps and the stale share by a bootstrap over the "
+    "window's bins of whole TTL periods; over repeats those four are the median of the repeats. "
+    "A figure from fewer events, requests or bins than its method needs has no interval and says "
+    "so. A verdict is 'different' when the 95 % interval of the difference leaves out 0.")
+
+
+def _intervals_section(data: report_data.RunData, images: Mapping[str, bytes]) -> list[str]:
+    """The error bars, each strategy's verdicts against the first, and the order per figure."""
+    out = ["<h2>How sure: 95 % intervals</h2>", f"<p>{html.escape(INTERVALS_TEXT)}</p>"]
+    if "intervals.png" in images:
+        out.append(h.image(images["intervals.png"], "figures with their 95 % intervals"))
+    names = list(data.estimates)
+    if len(names) > 1:
+        first = data.estimates[names[0]]
+        rows = verdicts.verdict_rows([(n, first, data.estimates[n]) for n in names[1:]])
+        heads = list(verdicts.VERDICT_HEAD)
+        out += [f"<h3>Each strategy (B) against {html.escape(names[0])} (A)</h3>",
+                h.table([dict(zip(heads, r, strict=True)) for r in rows], [(c, c, "") for c in heads]),
+                "<h3>Order, lowest first ('&lt;' distinguishable, '~' not)</h3>",
+                h.table([{"figure": verdicts.LABELS[f], "order": line} for f in repeats.VERDICT_FIGURES
+                         if (line := verdicts.order_line(f, data.estimates))],
+                        [("figure", "figure", ""), ("order", "order", "")])]
+    return out
 
 
 @dataclass(frozen=True)
@@ -123,7 +156,9 @@ def write_report(root: Path) -> Written:
     images = {"origin_timeline.png": plots.origin_timeline(data.timelines) if data.timelines else None,
               "latency_percentiles.png": plots.latency_percentiles(data.latency) if data.latency else None,
               "stages.png": plots.stage_breakdown(data.stages) if data.stages else None,
-              "versions.png": plots.version_timeline(data.versions) if data.versions else None}
+              "versions.png": plots.version_timeline(data.versions) if data.versions else None,
+              "intervals.png": (plots.interval_bars(data.estimates, data.trials)
+                                if data.estimates else None)}
     pngs = []
     for name, png in images.items():
         if png is not None:
@@ -140,7 +175,8 @@ def _sections(data: report_data.RunData, images: Mapping[str, bytes]) -> list[st
     origin = data.meta.get("origin", {})
     out = [f"<p>{html.escape(_describe(spec, origin, data.meta))}</p>",
            f"<p>{html.escape(_provenance(data.meta))}</p>",
-           "<h2>Summary</h2>", _summary(data.trials),
+           "<h2>Summary</h2>", _summary(data),
+           *_intervals_section(data, images),
            "<h2>Self-checks</h2>", h.notes(table.notes(data.trials))]
     if "origin_timeline.png" in images:
         out += ["<h2>Origin calls per 100 ms</h2>",

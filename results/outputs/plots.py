@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import matplotlib
@@ -13,6 +13,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
+from results.figures import repeats
+from results.figures.intervals import Estimate
 from results.outputs.report_data import BIN_NS, Timeline, VersionPanel
 
 _PERCENTILE_LABELS = (("p50_ms", "p50"), ("p90_ms", "p90"), ("p99_ms", "p99"),
@@ -122,5 +124,48 @@ def version_timeline(panels: Sequence[VersionPanel]) -> bytes:
         ax.set_ylabel("version")
         ax.legend(fontsize=7, loc="upper left", markerscale=2)
     axes[-1, 0].set_xlabel("seconds since the trial's common start instant")
+    fig.tight_layout()
+    return _png(fig)
+
+
+INTERVAL_PANELS = (("origin_per_expiry", "origin calls per event"), ("herd", "herd per event: p50, p90, max"),
+                   ("waits_per_event", "waits per event"), ("p50_ms", "p50 latency, ms"),
+                   ("p99_ms", "p99 latency, ms"), ("rps", "requests per second"))
+
+
+def _bar(ax: Any, x: float, e: Estimate, **style: Any) -> None:
+    """One figure as a point with its 95 % interval as an error bar (a hollow point: none)."""
+    if e.value != e.value:
+        return
+    if e.known:
+        ax.errorbar([x], [e.value], yerr=[[e.value - e.lo], [e.hi - e.value]], capsize=4, **style)
+    else:
+        ax.plot([x], [e.value], linestyle="none", markerfacecolor="none", **style)
+
+
+def interval_bars(estimates: Mapping[str, Mapping[str, Estimate]],
+                  trials: Sequence[Mapping[str, Any]]) -> bytes:
+    """Per strategy each headline figure over its repeats (black, with its 95 % interval) and
+    each repeat's own (coloured, beside it); a hollow point has too few units for an interval."""
+    names = list(estimates)
+    fig, axes = plt.subplots(2, 3, figsize=(12, 6.5), squeeze=False)
+    for ax, (figure, title) in zip(axes.flat, INTERVAL_PANELS, strict=True):
+        for i, name in enumerate(names):
+            mine = [t for t in trials if str(t["strategy"]) == name]
+            shown = (("herd_median", "o"), ("herd_p90", "s")) if figure == "herd" else ((figure, "o"),)
+            for key, marker in shown:
+                _bar(ax, i, estimates[name][key], color="black", marker=marker, markersize=5)
+                for j, t in enumerate(mine):
+                    _bar(ax, i + 0.12 * (j + 1), repeats.trial_estimate(t, key), color=f"C{j}",
+                         marker=marker, markersize=3, alpha=0.7)
+            if figure == "herd":
+                top = [float(t["herd_max"]) for t in mine if t.get("herd_max") is not None]
+                if top:
+                    ax.plot([i], [max(top)], "kx", markersize=6)
+        ax.set_xticks(range(len(names)), names, fontsize=7, rotation=20)
+        ax.set_title(title, fontsize=9, loc="left")
+        ax.set_ylim(bottom=0)
+    fig.suptitle("95 % intervals: black over the repeats, coloured each repeat (hollow: too few "
+                 "units for an interval; x: the largest herd)", fontsize=9)
     fig.tight_layout()
     return _png(fig)

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from results.figures import consistency, groups, scan
+from results.figures import consistency, groups, repeats, scan
+from results.figures.intervals import Estimate
 from results.outputs import event_table
 from results.store import rundir
 
@@ -60,6 +61,8 @@ class RunData:
     statements: list[dict[str, Any]] = field(default_factory=list)
     events: list[dict[str, Any]] = field(default_factory=list)  # expiries.parquet, per event
     versions: list[VersionPanel] = field(default_factory=list)  # per strategy with writes
+    windows: dict[int, repeats.TrialEvents] = field(default_factory=dict)  # per trial, its events
+    estimates: dict[str, dict[str, Estimate]] = field(default_factory=dict)  # per strategy
 
 
 def load(root: Path) -> RunData:
@@ -85,6 +88,8 @@ def load(root: Path) -> RunData:
     if len({r["stage"] for r in data.stages}) < 2:
         data.stages = []  # one stage: the per-endpoint table says it all
     data.versions = version_panels(dataset, trials, plans)
+    data.windows = repeats.events_of(rundir.read_expiries(root))
+    data.estimates = repeats.per_strategy(trials, data.windows)
     return data
 
 

@@ -8,15 +8,23 @@ from pathlib import Path
 from typing import Any
 
 from model.workload import InvalidWorkload, KeyKind, Workload
-from results.outputs import event_table, fault_table, report_data, table
+from results.figures import repeats
+from results.outputs import event_table, fault_table, report_data, table, verdicts
 from results.store import rundir
 
 
-def render_summary(root: Path, events: bool = False) -> str:
+def render_summary(root: Path, events: bool = False, target_width: float | None = None) -> str:
     """Everything printed about the run in ``root``, as one text; ``events``: with the
-    per-event table (``coordinator report``)."""
+    per-event table (``coordinator report``); ``target_width``: the notes say what an interval
+    that narrow (percent of the figure) would take."""
     trials = rundir.read_trials(root).to_pylist()
-    parts = [table.render(trials), *(f"note: {note}" for note in table.notes(trials))]
+    windows = repeats.events_of(rundir.read_expiries(root))
+    found = repeats.per_strategy(trials, windows)
+    parts = [table.render(trials, windows, found), *(f"note: {note}" for note in table.notes(trials))]
+    if target_width is not None:
+        parts.extend(f"note: {n}" for n in verdicts.target_notes(found, trials, target_width))
+    if text := verdicts.run_verdicts(found):
+        parts.append(text)
     if any(t.get("fault") for t in trials):
         parts.append("\n" + fault_table.render(trials))
     load, stages = workload_tables(rundir.read_meta(root))

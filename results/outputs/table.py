@@ -8,6 +8,7 @@ import statistics
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from results.figures import repeats
 from results.figures.checks import (
     had_losses,
     liveness_notes,
@@ -15,11 +16,14 @@ from results.figures.checks import (
     saturation_reason,
     workers_cell,
 )
+from results.figures.intervals import Estimate
+from results.outputs import verdicts
 from results.outputs.text import grid
 
-COLUMNS = ("strategy", "origin/expiry (each run)", "median", "per", "rps", "p50 ms", "p99 ms",
-           "errors", "waits", "stale", "stale age max ms", "local hits", "refresh", "cmds/req", "peak",
-           "spread ms", "db check", "generator")
+COLUMNS = ("strategy", "origin/expiry (each run)", "origin/expiry [95 %]", "per", "herd p50 [95 %]",
+           "herd p90 [95 %]", "herd max", "rps [95 %]", "p50 ms [95 %]", "p99 ms [95 %]", "errors",
+           "waits", "waits/event [95 %]", "stale", "stale share [95 %]", "stale age max ms",
+           "local hits", "refresh", "cmds/req", "peak", "spread ms", "db check", "generator")
 # Shown only when a trial of the run had writes (results.figures.consistency): a run without writes has
 # nothing to say about them, and older runs lack the columns.
 CONSISTENCY_COLUMNS = ("writes", "stale reads", "max stale ms", "stale sets")
@@ -56,29 +60,30 @@ def _fmt_ms(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.1f}"
 
 
-def _ms(value: float) -> str:
-    """Milliseconds with the digits that matter: 0.012 (a local hit), 6.51, 104.4."""
-    if math.isnan(value):
-        return "n/a"
-    return f"{value:.3f}" if value < 0.1 else f"{value:.2f}" if value < 10 else f"{value:.1f}"
-
-
-def strategy_line(name: str, rows: list[Mapping[str, Any]]) -> list[str]:
+def strategy_line(name: str, rows: list[Mapping[str, Any]],
+                  found: Mapping[str, Estimate] | None = None) -> list[str]:
+    """One strategy's cells; ``found``: its figures over the repeats (results.figures.repeats)."""
     requests = sum(int(r["requests"]) for r in rows)
     errors = sum(int(r["errors"]) for r in rows)
     db = _db_check(rows)
-    p50 = _median(rows, "p50_ms")
+    e = found if found is not None else repeats.strategy_estimates(rows, {})
+    herd_max = [int(v) for r in rows if (v := r.get("herd_max")) is not None]
     return [
         name,
         " ".join(f"{float(r['origin_per_expiry']):.1f}" for r in rows),
-        f"{_median(rows, 'origin_per_expiry'):.1f}",
+        verdicts.cell(e["origin_per_expiry"], "origin_per_expiry"),
         _event_kind(rows),
-        f"{_median(rows, 'rps'):,.0f}",
-        _ms(p50) + ("!" if any(r["below_floor"] for r in rows) else ""),
-        _ms(_median(rows, "p99_ms")),
+        verdicts.cell(e["herd_median"], "herd_median"),
+        verdicts.cell(e["herd_p90"], "herd_p90"),
+        f"{max(herd_max)}" if herd_max else "n/a",
+        verdicts.cell(e["rps"], "rps"),
+        verdicts.cell(e["p50_ms"], "p50_ms", "!" if any(r["below_floor"] for r in rows) else ""),
+        verdicts.cell(e["p99_ms"], "p99_ms"),
         f"{errors / requests:.2%}" if requests else "n/a",
         f"{sum(int(r['waits']) for r in rows):,}",
+        verdicts.cell(e["waits_per_event"], "waits_per_event"),
         f"{sum(int(r['stale_served']) for r in rows):,}",
+        verdicts.cell(e["stale_share"], "stale_share"),
         _fmt_ms(max((a for r in rows if not math.isnan(a := _get(r, "stale_age_max_ms"))),
                     default=float("nan"))),
         f"{sum(int(_get(r, 'local_hits', 0)) for r in rows):,}",
@@ -158,20 +163,31 @@ def consistency_cells(rows: list[Mapping[str, Any]]) -> list[str]:
             f"{sum(int(_get(r, 'stale_sets', 0)) for r in rows):,}"]
 
 
-def summary_rows(trials: Iterable[Mapping[str, Any]]) -> list[list[str]]:
-    """One line per strategy, in the order of ``columns(trials)`` (text and HTML both show these)."""
+Found = Mapping[str, Mapping[str, Estimate]]  # per strategy label, its figures over the repeats
+
+
+def summary_rows(trials: Iterable[Mapping[str, Any]],
+                 events: Mapping[int, repeats.TrialEvents] | None = None,
+                 found: Found | None = None) -> list[list[str]]:
+    """One line per strategy, in the order of ``columns(trials)`` (text and HTML both show these);
+    ``events``: the trials' window events (expiries.parquet), which per-event figures pool;
+    ``found``: their figures, when already computed (results.figures.repeats.per_strategy)."""
     trials = list(trials)
     extra, losses = had_writes(trials), had_losses(trials)
-    return [strategy_line(name, group) + (consistency_cells(group) if extra else [])
+    found = found if found is not None else repeats.per_strategy(trials, events or {})
+    return [strategy_line(name, group, found[name]) + (consistency_cells(group) if extra else [])
             + ([workers_cell(group)] if losses else [])
             for name, group in group_by_strategy(trials).items()]
 
 
-def render(trials: Iterable[Mapping[str, Any]]) -> str:
+def render(trials: Iterable[Mapping[str, Any]],
+           events: Mapping[int, repeats.TrialEvents] | None = None,
+           found: Found | None = None) -> str:
     """A plain-text table; ``!`` after p50 marks a result faster than the physical floor,
-    ``*`` after the event kind an expiry count taken from the schedule (the cache reported none)."""
+    ``*`` after the event kind an expiry count taken from the schedule (the cache reported none),
+    ``(n=3: too few events)`` a figure whose interval needs more than there were."""
     trials = list(trials)
-    return grid(columns(trials), summary_rows(trials), left=2)
+    return grid(columns(trials), summary_rows(trials, events, found), left=2)
 
 
 def notes(trials: Iterable[Mapping[str, Any]]) -> list[str]:

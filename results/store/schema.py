@@ -181,6 +181,30 @@ TRIAL_SCHEMA = pa.schema(
         # what was counted (or why nothing could be).
         ("db_check", pa.string()),
         ("db_check_detail", pa.string()),
+        # How sure each figure is (results.figures.intervals, issue 26): the 95 % interval of a
+        # figure is NAME_lo .. NAME_hi, NaN when its method had too few events, requests or
+        # seconds to give one (docs/results.md says the methods and their minimums).
+        ("origin_per_expiry_lo", pa.float64()),  # bootstrap over the window's events
+        ("origin_per_expiry_hi", pa.float64()),
+        ("herd_median_lo", pa.float64()),  # order statistics of the events' herds
+        ("herd_median_hi", pa.float64()),
+        ("herd_p90", pa.float64()),  # origin calls per event, 90th percentile over the events
+        ("herd_p90_lo", pa.float64()),
+        ("herd_p90_hi", pa.float64()),
+        ("event_waits", pa.int64()),  # waits attributed to the window's events (their herds' rule)
+        ("waits_per_event", pa.float64()),  # event_waits / expiry_events
+        ("waits_per_event_lo", pa.float64()),
+        ("waits_per_event_hi", pa.float64()),
+        ("p50_ms_lo", pa.float64()),  # order statistics of the window's requests
+        ("p50_ms_hi", pa.float64()),
+        ("p99_ms_lo", pa.float64()),
+        ("p99_ms_hi", pa.float64()),
+        ("rate_bins", pa.int64()),  # the window's bins of about a second (rps, stale share)
+        ("rps_lo", pa.float64()),  # bootstrap over the window's seconds
+        ("rps_hi", pa.float64()),
+        ("stale_share", pa.float64()),  # stale_served / requests
+        ("stale_share_lo", pa.float64()),
+        ("stale_share_hi", pa.float64()),
     ]
 )
 
@@ -200,6 +224,7 @@ EXPIRY_SCHEMA = pa.schema(
         ("duration_ms", pa.float64()),
         ("first_fill_ms", pa.float64()),
         ("reported_ns", pa.int64()),  # when the listener received the server's report
+        ("waits", pa.int64()),  # client requests that waited for its fill (the calls' rule)
     ]
 )
 

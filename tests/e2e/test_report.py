@@ -116,5 +116,7 @@ def test_compare_shows_each_change(real_run: Path, tmp_path: Path) -> None:
                    other / "trials.parquet")
     done = coordinator("compare", str(real_run), str(other))
     assert done.returncode == 0, done.stderr
-    rps_lines = [line for line in done.stdout.splitlines() if " rps " in line]
+    per_trial = done.stdout.split("figures (B - A):", 1)[1]  # after the verdicts per strategy
+    rps_lines = [line for line in per_trial.splitlines() if " rps " in line]
     assert len(rps_lines) == 2 and all("+100.0%" in line for line in rps_lines)
+    assert "verdicts per strategy over its repeats" in done.stdout

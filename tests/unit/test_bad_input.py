@@ -58,6 +58,8 @@ LAUNCH_CASES = [
     (["--ttl", "0"], "--ttl"), (["--ttl", "-1"], "--ttl"), (["--ttl", "x"], "--ttl"),
     (["--scale", "0"], "--scale"), (["--pool-size", "0"], "--pool-size"),
     (["--origin-ms", "-1"], "--origin-ms"),
+    (["--target-width", "0"], "--target-width"), (["--target-width", "-5%"], "above 0"),
+    (["--target-width", "narrow"], "'narrow' is not a percentage"),
     (["--redis-client", "hiredis"], "--redis-client"),
     (["--strategies", "bogus"], "--strategies"), (["--strategies", "naive,nope"], "--strategies"),
     (["--strategies", "lock:nope=1"], "nope"),
@@ -123,6 +125,11 @@ def test_out_not_writable(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     blocker.write_text("")
     code, err = run_cli(["launch", "--out", str(blocker / "run")], capsys)
     assert_bad_input(code, err, "--out")
+
+
+def test_report_bad_target_width(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = run_cli(["report", str(tmp_path), "--target-width", "1e9"], capsys)
+    assert_bad_input(code, err, "--target-width")
 
 
 def test_report_without_a_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

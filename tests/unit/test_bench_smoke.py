@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 import pytest
@@ -47,3 +48,22 @@ def test_the_closing_ratios_of_make_bench() -> None:
         "3.0 x against PinnedGet (2 processes))")
     assert Figures(1.0, {"socket": 2.0}, None).vs_locust is None
     assert Figures(1.0, {"socket": 2.0}, None).vs_locust_line().startswith("vs Locust: n/a")
+
+
+def test_repeatability_counts_how_often_a_run_held_the_others_median(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bench import repeatability
+
+    trials = [{"origin_per_expiry": v, "origin_per_expiry_lo": v - 5, "origin_per_expiry_hi": v + 5}
+              for v in (100.0, 104.0, 96.0, 130.0)]
+    found = repeatability.held(trials, "origin_per_expiry")
+    # 100 and 104 hold the others' median (104, 100); 96's [91, 101] misses 104, 130's misses 100
+    assert (found.held, found.of) == (2, 4)
+    assert found.cv == pytest.approx(statistics.stdev([100, 104, 96, 130]) / 107.5)
+    assert repeatability.runs_from([], {}) == repeatability.DEFAULT_RUNS
+    assert repeatability.runs_from([], {repeatability.ENV: "7"}) == 7
+    assert repeatability.main(["one"]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "python -m bench.repeatability: error: runs: 'one' is not a whole number"]
+    with pytest.raises(repeatability.BadRuns, match="from 2 to 50"):
+        repeatability.runs_from(["1"], {})
