@@ -33,7 +33,8 @@ from coordinator.liveness import WorkersLost
 from coordinator.plan import ExpiryMode
 from model.services import RedisPath
 from results.figures import repeats
-from results.outputs import compare, html_report, summary
+from results.outputs import compare, summary
+from results.outputs.report import html_report
 from results.store import rundir
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130

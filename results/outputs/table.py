@@ -274,36 +274,3 @@ def _event_notes(r: Mapping[str, Any]) -> list[str]:
                    "them (cold keys' first fills): not in the headline")
     return out
 
-
-# Per-stage and per-endpoint tables; their figures come from results.figures.groups.stage_rows.
-STAGE_COLUMNS = ("strategy", "stage", "bypass", "endpoint", "requests", "rps", "hit %", "p50 ms",
-                 "p99 ms", "pool wait p99 ms", "query p99 ms", "origin calls", "errors", "late",
-                 "dropped")
-LOAD_COLUMNS = ("strategy", "repeat", "origin calls", "peak origin/s", "late sends", "dropped sends")
-
-
-def _cells(r: Mapping[str, Any]) -> list[str]:
-    return [str(r["strategy"]), str(r["stage"]), f"{r['bypass_pct']:.0f}%", str(r["endpoint"]),
-            f"{r['requests']:,}", f"{r['rps']:,.0f}", f"{r['hit_pct']:.0f}", f"{r['p50_ms']:.1f}",
-            f"{r['p99_ms']:.1f}", f"{r['pool_wait_p99_ms']:.1f}", f"{r['query_p99_ms']:.1f}",
-            f"{r['origin_calls']:,}", f"{r['errors']:,}", f"{r['late_sends']:,}",
-            f"{r['dropped_sends']:,}"]
-
-
-def render_stages(stage_figures: Iterable[Mapping[str, Any]]) -> str:
-    """The per-stage, per-endpoint table (p99 next to pool-wait p99 and query p99)."""
-    return grid(STAGE_COLUMNS, [_cells(r) for r in stage_figures])
-
-
-def _window_calls(t: Mapping[str, Any]) -> int:
-    """Origin calls started in the window (runs made before events were observed: origin_calls)."""
-    value = t.get("window_origin_calls")
-    return int(t["origin_calls"] if value is None else value)
-
-
-def render_load(trials: Iterable[Mapping[str, Any]]) -> str:
-    """Per trial: the origin calls started in the window (all of them, cold fills too), the peak
-    in one second (the herd's rate) and the open-loop sends."""
-    return grid(LOAD_COLUMNS, [[str(t["strategy"]), str(t["repeat"]), f"{_window_calls(t):,}",
-                                f"{t['peak_origin_per_s'] or 0:,}", f"{t['late_sends'] or 0:,}",
-                                f"{t['dropped_sends'] or 0:,}"] for t in trials])

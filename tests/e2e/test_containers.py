@@ -63,9 +63,19 @@ class Run(Finished):
         return self.table + self.stderr + (self.out / "run.json").read_text()
 
 
-def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) -> tuple[Run, str | None]:
+@dataclass(frozen=True)
+class Kill:
+    """The worker ``docker kill`` ended: its node name, and the host's clock around the kill
+    (the containers share the host's kernel clock, which stamps the rows' ``t_start_ns``)."""
+
+    worker: str
+    before_ns: int
+    after_ns: int
+
+
+def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) -> tuple[Run, Kill | None]:
     """One launch in the coordinator service; ``kill_at_s``: ``docker kill`` the first worker
-    container that many seconds into trial 1. Returns the run and the killed worker's name."""
+    container that many seconds into trial 1. Returns the run and what was killed when."""
     started = time.monotonic()
     launch = Launch.start(stack.compose, f"{stack.compose.project}-{name}", "--workers", str(WORKERS),
                           "--out", f"/data/runs/{name}", *args)
@@ -73,8 +83,10 @@ def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) ->
     if kill_at_s is not None:
         victim = stack.compose.containers("worker")[0]
         launch.sleep_into_trial(kill_at_s)
+        before_ns = time.time_ns()
         docker("kill", victim)
-        killed = f"worker@{victim[:12]}"  # the worker's node name: worker@<container hostname>
+        # the worker's node name: worker@<container hostname>
+        killed = Kill(f"worker@{victim[:12]}", before_ns, time.time_ns())
     code, table = launch.finish(f"/data/runs/{name}", stack.tmp / name)
     run = Run.read(code, table, launch.stderr(), stack.tmp / name, time.monotonic() - started)
     return run, killed
@@ -180,16 +192,21 @@ def test_report_in_the_image_says_in_one_line_that_plots_are_left_out(
 
 def test_a_killed_worker_container_leaves_an_incomplete_trial(
         stack: Stack, first: tuple[Run, HealthWatch]) -> None:
-    run, killed = _run(stack, "run2", *SHORT, "--worker-silence", "3", kill_at_s=1.5)
-    print(f"\nrun2, {killed} killed ({run.seconds:.1f} s):\n{run.table}")
+    """The killed worker's rows up to its last batch (one a second) are kept, none started after
+    the kill; the survivors' rows are whole, and trial 2 runs on the seven left."""
+    run, kill = _run(stack, "run2", *SHORT, "--worker-silence", "3", kill_at_s=1.5)
+    assert kill is not None
+    print(f"\nrun2, {kill.worker} killed ({run.seconds:.1f} s):\n{run.table}")
     assert run.code == 3, run.stderr[-3000:]
     assert run.meta["status"] == "degraded"
-    assert [x["worker"] for x in run.meta["liveness"]["lost"]] == [killed]
+    assert [x["worker"] for x in run.meta["liveness"]["lost"]] == [kill.worker]
     one, two = run.trials
-    assert not one["complete"] and one["workers_lost"] == 1 and killed in one["lost_workers"]
-    rows = run.rows()
-    survivors = set(rows.filter(pc.field("trial") == 1)["worker"].unique().to_pylist())
-    assert len(survivors) == WORKERS - 1 and killed not in survivors
+    assert not one["complete"] and one["workers_lost"] == 1 and kill.worker in one["lost_workers"]
+    rows = run.rows().filter(pc.field("trial") == 1)
+    assert len(set(rows["worker"].unique().to_pylist())) == WORKERS
+    mine = rows.filter(pc.field("worker") == kill.worker)["t_start_ns"]
+    assert mine.length() > 0 and pc.max(mine).as_py() < kill.after_ns
+    assert kill.before_ns - pc.max(mine).as_py() < 2.5e9  # its last batch left within a second or so
     assert two["complete"] and two["workers"] == WORKERS - 1
 
 

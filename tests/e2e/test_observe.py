@@ -18,7 +18,7 @@ import pytest
 
 from coordinator.observe import dashboard
 from coordinator.observe.prometheus import Prometheus, PromQLError, Targets, api, find_binary
-from results.outputs import html_report
+from results.outputs.report import html_report
 from tests.helpers import ROOT, coordinator_argv
 
 CLIENT_OPS = pa.array(["write", "invalidate", "refresh"])

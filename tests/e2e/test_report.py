@@ -14,7 +14,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from results.outputs import html_report, report_data
+from results.outputs import report_data
+from results.outputs.report import html_report
 from tests.helpers import coordinator
 
 PNG = b"\x89PNG\r\n\x1a\n"

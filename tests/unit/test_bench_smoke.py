@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench import locust_bench, recording, report_rows
-from results.outputs import html_report
+from results.outputs.report import html_report
 
 
 def test_synthetic_run_has_every_column_and_reports(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ import pyarrow.parquet as pq
 
 from bench import report_rows
 from results.figures.consistency import VersionSeries
-from results.outputs import html_report, plots, report_data, summary, table
+from results.outputs import report_data, summary, table
+from results.outputs.report import html_report, plots
 from results.store.schema import TRIAL_SCHEMA, WRITE_OP
 
 BASE = {"trial": 1, "strategy": "naive", "repeat": 1, "requests": 100, "errors": 0,

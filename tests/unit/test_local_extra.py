@@ -7,16 +7,17 @@ import sys
 
 import pytest
 
-import results.outputs
+import results.outputs.report
 from coordinator.stack import redis_server
 from coordinator.stack.processes import StackError
-from results.outputs import html_report
+from results.outputs.report import html_report
 
 
 def test_report_without_matplotlib_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ModuleNotFoundError
-    monkeypatch.delitem(sys.modules, "results.outputs.plots", raising=False)
-    monkeypatch.delattr(results.outputs, "plots", raising=False)  # an earlier import left it on the package
+    monkeypatch.delitem(sys.modules, "results.outputs.report.plots", raising=False)
+    # an earlier import left it on the package
+    monkeypatch.delattr(results.outputs.report, "plots", raising=False)
     with pytest.raises(html_report.MissingExtra) as raised:
         html_report._plots()
     assert str(raised.value) == html_report.PLOTS_MISSING and "stampede-lab[local]" in str(raised.value)

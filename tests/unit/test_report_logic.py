@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from results.outputs import compare, html_report
+from results.outputs import compare
+from results.outputs.report import html_report
 from tests.helpers import assert_bad_input, run_cli
 
 

@@ -14,8 +14,9 @@ from types import ModuleType
 from typing import Any
 
 from results.figures import repeats
-from results.outputs import html as h
-from results.outputs import observe_appendix, report_data, table, verdicts
+from results.outputs import report_data, table, verdicts
+from results.outputs.report import html as h
+from results.outputs.report import observe_appendix
 
 PLOTS_MISSING = ("the report's plots need matplotlib, which this install leaves out (the worker image "
                  "does): pip install 'stampede-lab[local]'")
@@ -138,10 +139,11 @@ def flag_cell(row: Mapping[str, Any], key: str) -> bool:
 
 
 def _plots() -> ModuleType:
-    """results.outputs.plots, imported only here: matplotlib is an extra (``[local]``) the image leaves out,
-    so ``coordinator --help`` and ``launch`` work without it and ``report`` says what is missing."""
+    """results.outputs.report.plots, imported only here: matplotlib is an extra (``[local]``)
+    the image leaves out, so ``coordinator --help`` and ``launch`` work without it and
+    ``report`` says what is missing."""
     try:
-        from results.outputs import plots  # noqa: PLC0415
+        from results.outputs.report import plots  # noqa: PLC0415
     except ModuleNotFoundError as exc:
         if exc.name != "matplotlib":
             raise

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from results.outputs import html as h
+from results.outputs.report import html as h
 
 SNAPSHOT = Path("prometheus") / "panels.json"
 WIDTH, HEIGHT = 560, 120
