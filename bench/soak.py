@@ -6,14 +6,17 @@ each second, while rows stream to Parquet at the generator's full rate.
 
 For each strategy one ``coordinator launch --workers 8`` with one trial of that length and no
 think time; RSS read from /proc for the coordinator and each worker (PIDs from its ``stack
-pids:`` line). Prints the peak, the slope after the first minute (MB per minute, a least-squares
-line through the samples) and the rows written per second. Targets: every worker's peak under
+pids:`` line). Prints the peak (the figures after the trial included), the slope from the
+trial's first minute to its end (MB per minute, a least-squares line through the samples) and
+the rows written per second. Targets: every worker's peak under
 300 MB, the coordinator's under 1 GB, slopes under 5 MB/min. It asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import math
 import os
 import re
 import subprocess
@@ -31,6 +34,7 @@ from results.store.rundir import read_trials
 DEFAULT_S = float(os.environ.get("BENCH_SOAK_S", "180"))
 STRATEGIES = ("two-level", "lock-dc")
 _PIDS = re.compile(r"^stack pids: (.*)")
+_SENT = re.compile(r"^trial 1/\d+ .*: sent to .*, starts in ([\d.]+) s")
 
 
 @dataclass
@@ -38,6 +42,7 @@ class Samples:
     """RSS over time per process name: (seconds since start, MB)."""
 
     series: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    trial_start_s: float = float("nan")  # the trial's start, seconds since the samples began
 
     def add(self, name: str, at_s: float, mb: float) -> None:
         self.series.setdefault(name, []).append((at_s, mb))
@@ -45,9 +50,12 @@ class Samples:
     def peak(self, name: str) -> float:
         return max(mb for _, mb in self.series[name])
 
-    def slope(self, name: str, after_s: float = 60.0) -> float:
-        """MB per minute after ``after_s`` (least squares); NaN with too few samples."""
-        kept = [(t, mb) for t, mb in self.series[name] if t >= after_s]
+    def slope(self, name: str, seconds: float, after_s: float = 60.0) -> float:
+        """MB per minute from ``after_s`` into the trial to its end (least squares: the
+        figures computed after the trial are in the peak, not in the slope); NaN with too few
+        samples."""
+        start = self.trial_start_s + after_s
+        kept = [(t, mb) for t, mb in self.series[name] if start <= t <= self.trial_start_s + seconds]
         if len(kept) < 10:
             return float("nan")
         t, mb = np.array(kept).T
@@ -62,32 +70,45 @@ def rss_mb(pid: int) -> float | None:
     return int(fields[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
 
 
+class LaunchLines:
+    """Reads the launch's stderr on a thread: the workers' PIDs, the trial's start, the tail."""
+
+    def __init__(self, proc: subprocess.Popen[str], samples: Samples, start: float) -> None:
+        self.proc, self.samples, self.start = proc, samples, start
+        self.workers: dict[str, int] = {}
+        self.said: collections.deque[str] = collections.deque(maxlen=20)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.said.append(line.rstrip())
+            if (sent := _SENT.match(line)) is not None and math.isnan(self.samples.trial_start_s):
+                self.samples.trial_start_s = time.monotonic() - self.start + float(sent.group(1))
+            if (m := _PIDS.match(line)) is not None:
+                pairs = (kv.split("=") for kv in m.group(1).split())
+                self.workers.update({n: int(p) for n, p in pairs if n.startswith("w")})
+
+
 def soak(strategy: str, seconds: float, out: Path) -> tuple[Samples, float]:
     """One launch; the samples and the rows written per second of its trial."""
     argv = [sys.executable, "-m", "coordinator", "launch", "--workers", "8", "--clients", "200",
             "--strategies", strategy, "--ttl", "2", "--seconds", str(seconds), "--scale",
-            "200000", "--out", str(out), "--quiet"]
+            "200000", "--out", str(out)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    workers: dict[str, int] = {}
-
-    def read_pids() -> None:
-        assert proc.stderr is not None
-        for line in proc.stderr:
-            if (m := _PIDS.match(line)) is not None:
-                workers.update({n: int(p) for n, p in (kv.split("=") for kv in m.group(1).split())
-                                if n.startswith("w")})
-
-    reader = threading.Thread(target=read_pids, daemon=True)
-    reader.start()
     samples, start = Samples(), time.monotonic()
+    lines = LaunchLines(proc, samples, start)
     while proc.poll() is None:
         at = time.monotonic() - start
-        for name, pid in [("coordinator", proc.pid), *workers.items()]:
+        for name, pid in [("coordinator", proc.pid), *lines.workers.items()]:
             if (mb := rss_mb(pid)) is not None:
                 samples.add(name, at, mb)
         time.sleep(1.0)
+    lines.thread.join(5)
     if proc.returncode != 0:
-        raise RuntimeError(f"soak of {strategy} failed (exit {proc.returncode})")
+        tail = "\n".join(lines.said)
+        raise RuntimeError(f"soak of {strategy} failed (exit {proc.returncode}); its last lines:\n{tail}")
     trial = read_trials(out).to_pylist()[0]
     return samples, float(trial["rows_written"]) / seconds
 
@@ -95,12 +116,13 @@ def soak(strategy: str, seconds: float, out: Path) -> tuple[Samples, float]:
 def report(strategy: str, seconds: float, samples: Samples, rows_per_s: float) -> str:
     workers = [n for n in samples.series if n != "coordinator"]
     worst = max(workers, key=samples.peak)
-    steepest = max(workers, key=lambda n: np.nan_to_num(samples.slope(n)))
-    return (f"[6] soak {strategy}, {seconds / 60:g} min, 8 workers x 25 clients: "
+    steepest = max(workers, key=lambda n: np.nan_to_num(samples.slope(n, seconds)))
+    return (f"[7] soak {strategy}, {seconds / 60:g} min, 8 workers x 25 clients: "
             f"{rows_per_s:,.0f} rows written/s; peak RSS worst worker {samples.peak(worst):.0f} MB "
             f"(target < 300), coordinator {samples.peak('coordinator'):.0f} MB (target < 1024); "
-            f"slope after 1 min: workers up to {samples.slope(steepest):+.2f} MB/min, coordinator "
-            f"{samples.slope('coordinator'):+.2f} MB/min (target < 5)")
+            f"slope from the trial's first minute to its end: workers up to "
+            f"{samples.slope(steepest, seconds):+.2f} MB/min, coordinator "
+            f"{samples.slope('coordinator', seconds):+.2f} MB/min (target < 5)")
 
 
 def run(seconds: float = DEFAULT_S) -> None:

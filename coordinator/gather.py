@@ -24,7 +24,7 @@ from results.store import transport
 from results.store.rundir import TrialParts
 
 Align = Callable[[str, pa.Table], pa.Table]  # worker name, wire rows -> request rows
-TAKE = 256  # stream entries per read
+TAKE = 32  # stream entries per read (a batch is up to a few MB: a read stays tens of MB)
 POLL_BUDGET_S = 0.2  # one poll writes for this long at most, then the follow loop goes on
 
 

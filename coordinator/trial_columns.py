@@ -39,6 +39,8 @@ def delivery_columns(gatherer: RowGatherer,
             "batches_duplicated": sum(s.duplicates for s in gatherer.sent.values()),
             "rows_dropped": sum(r.dropped_rows for _, r in present),
             "calls_dropped": sum(r.dropped_calls for _, r in present),
+            "client_ships": sum(r.client_ships for _, r in present),
+            "client_wait_s": sum(r.client_wait_s for _, r in present),
             "rows_written": gatherer.parts.rows}
 
 

@@ -200,6 +200,8 @@ class TrialResult:
     origin_calls: int  # origin calls in them
     dropped_rows: int  # rows it could not send (the coordinator fell behind): counted, not sent
     dropped_calls: int  # origin calls among those
+    client_ships: int  # times a client shipped the rows itself, its buffer full (worker.shipper)
+    client_wait_s: float  # how long those clients waited to ship, in all
     release_late_ns: int  # first request after the common start instant (this host's clock)
     floor_p5_ns: int  # cache round trip, 5th percentile of sequential GETs: the physical floor
     floor_median_ns: int

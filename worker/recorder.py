@@ -10,7 +10,7 @@ metrics scrape) sees whole rows only, never a row half written.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,7 +37,8 @@ _INT64 = ("t_start_ns", "latency_ns", *PROBE_INT64, "commit_ns")  # int64 wire c
 class Recorder:
     """Appends one request's measurements as a packed record; strings are interned as codes."""
 
-    __slots__ = ("_drained", "_errors", "_rows", "client", "errors", "keys", "ops", "origin_calls")
+    __slots__ = ("_drained", "_errors", "_full_bytes", "_on_full", "_rows", "client", "errors", "keys",
+                 "ops", "origin_calls")
 
     def __init__(self, client: int, keys: Sequence[str] | pa.Array,
                  ops: Sequence[str] = ("get",)) -> None:
@@ -49,6 +50,17 @@ class Recorder:
         self._errors: dict[str, int] = {}
         self.origin_calls = 0
         self.errors = 0
+        self._full_bytes = 1 << 62  # no limit until ``bound`` sets one
+        self._on_full: Callable[[Recorder], None] | None = None
+
+    def bound(self, rows: int, on_full: Callable[[Recorder], None]) -> None:
+        """Once ``rows`` are held (not yet drained), ``add`` calls ``on_full(self)`` on the
+        client's own thread: the buffer's bound when the draining thread falls behind."""
+        self._full_bytes, self._on_full = rows * ROW.size, on_full
+
+    def held(self) -> int:
+        """Rows recorded and not yet drained."""
+        return len(self._rows) // ROW.size
 
     def __len__(self) -> int:
         """Rows recorded so far, drained ones included."""
@@ -70,6 +82,8 @@ class Recorder:
         self.origin_calls += probe.origin_calls
         if error is not None:
             self.errors += 1
+        if len(self._rows) >= self._full_bytes and self._on_full is not None:
+            self._on_full(self)
 
     def rows(self, start: int = 0, end: int | None = None) -> np.ndarray:
         """A copy of the held rows ``start`` to ``end`` (default: all held) as a numpy record

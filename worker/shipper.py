@@ -7,11 +7,15 @@ last client is done it ships what is left and an end marker with its totals, so 
 knows which batches to expect. Delivery is at least once: a batch whose XADD failed (the broker
 restarting) is sent again with its number, and the coordinator writes a number once.
 
-The worker holds at most the rows of one interval plus ``max_unsent`` unsent batches. A batch
+The worker holds at most ``FULL_ROWS`` rows per client plus ``max_unsent`` unsent batches. The
+shipper thread drains long before a buffer is full, unless the client threads starve it of the
+GIL (two-level's local hits, 80,000 a second a process, never release it: the thread then ran
+seconds late and the buffers grew by 12 MB a second). So a client whose buffer reaches
+``FULL_ROWS`` ships the worker's rows itself, on its own thread, between two requests: the
+clients wait for the shipping only then, and each time is counted (``client_ships``). A batch
 waits while the stream holds more than ``max_backlog`` batches the coordinator has not taken
 (it trims what it took); when ``max_unsent`` are waiting, the oldest is dropped and its rows
-and origin calls are counted (``dropped_rows``, ``dropped_calls``): the clients never wait for
-the shipping, and nothing is lost unseen.
+and origin calls are counted (``dropped_rows``, ``dropped_calls``): nothing is lost unseen.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from worker.recorder import Recorder
 
 Fold = Callable[[np.ndarray, dict[int, str]], None]  # the live metrics' view of each drain
 FINISH_S = 10.0  # after the clients: how long the last batches may take to leave
+FULL_ROWS = 4096  # rows a client's buffer holds before the client ships them itself (480 KiB)
+FULL_WAIT_S = 5.0  # how long that client waits for the coordinator to take batches, then drops
 
 
 @dataclass
@@ -43,6 +49,8 @@ class Shipped:
     origin_calls: int = 0
     dropped_rows: int = 0
     dropped_calls: int = 0
+    client_ships: int = 0  # ships a client thread made itself, its buffer full (the thread behind)
+    client_wait_s: float = 0.0  # how long those clients waited to ship (the coordinator behind)
     first_start_ns: int = 0  # the earliest request (this host's clock); 0: none yet
     end_sent: bool = False  # the end marker reached the stream (else: the task's result says it)
 
@@ -73,6 +81,23 @@ class Shipper:
     def watch(self, recorders: Sequence[Recorder]) -> None:
         with self._mutex:
             self._recorders.extend(recorders)
+        for rec in recorders:
+            rec.bound(FULL_ROWS, self._ship_full)
+
+    def _ship_full(self, rec: Recorder) -> None:
+        """A client's buffer is full: the client ships its own rows, waiting up to FULL_WAIT_S
+        while the coordinator is behind (as does every client that fills up meanwhile): the
+        load slows to what the coordinator writes rather than dropping rows, whose origin calls
+        the herds would then miss. Its own rows only: the batch stays small, so no thread's
+        allocator arena grows by a whole worker's rows."""
+        with self._mutex:
+            if rec.held() < FULL_ROWS:
+                return  # the shipper thread took them while this client waited
+            started = time.monotonic()
+            self._pack([rec])
+            self._send(deadline=started + FULL_WAIT_S)
+            self.shipped.client_ships += 1
+            self.shipped.client_wait_s += time.monotonic() - started
 
     def start(self) -> None:
         self._thread.start()
@@ -87,9 +112,10 @@ class Shipper:
             self._pack()
             self._send(deadline=time.monotonic())
 
-    def _pack(self) -> None:
+    def _pack(self, recorders: Sequence[Recorder] | None = None) -> None:
+        """Drain ``recorders`` (default: all) into one numbered batch."""
         parts, calls = [], 0
-        for rec in self._recorders:
+        for rec in self._recorders if recorders is None else recorders:
             data = rec.drain()
             if not data.size:
                 continue

@@ -163,6 +163,8 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
         origin_calls=shipped.origin_calls,
         dropped_rows=shipped.dropped_rows,
         dropped_calls=shipped.dropped_calls,
+        client_ships=shipped.client_ships,
+        client_wait_s=shipped.client_wait_s,
         release_late_ns=(shipped.first_start_ns or time.time_ns()) - target,
         floor_p5_ns=sorted(floor)[len(floor) // 20],
         floor_median_ns=int(statistics.median(floor)),

@@ -212,6 +212,10 @@ def _check_notes(r: Mapping[str, Any]) -> list[str]:
         out.append(f"{r['errors']} errors: {r['error_types']}")
     if r.get("saturated"):
         out.append(f"load generator saturated ({saturation_reason(r)}): its latencies are inflated")
+    if (ships := int(_get(r, "client_ships", 0))) > 0:
+        out.append(f"the shipper threads fell behind (starved of the GIL): clients shipped their "
+                   f"rows {ships:,} times, waiting {_get(r, 'client_wait_s', 0):,.1f} client-s "
+                   "for it (the coordinator behind): the load was slowed to what it writes")
     return out
 
 

@@ -94,28 +94,47 @@ class RunWriter:
 
 
 class TrialParts:
-    """One trial's partition of ``requests/``, written as batches arrive: a row group per write,
-    a file per session of writes (``part-0.parquet``; rows that come after it was closed go to
-    ``part-1.parquet`` ...), ``trial`` left to the directory name (Hive partitioning)."""
+    """One trial's partition of ``requests/``, written as batches arrive, a file per session of
+    writes (``part-0.parquet``; rows that come after it was closed go to ``part-1.parquet`` ...),
+    ``trial`` left to the directory name (Hive partitioning).
+
+    Batches are gathered into row groups of about ``GROUP_ROWS``: a row group per batch (a
+    client's 4,096 rows, a hundred a second at full rate) grew the file's footer, which the
+    writer holds until it closes, by about 1 MB a second of a 10-minute trial."""
 
     COLUMNS: tuple[str, ...] = tuple(name for name in REQUEST_SCHEMA.names if name != "trial")
+    GROUP_ROWS = 262_144  # rows per row group; at most this many wait in memory (~40 MB)
 
     def __init__(self, directory: Path) -> None:
         self.dir = directory
         self._writer: pq.ParquetWriter | None = None
-        self.rows = 0
+        self._waiting: list[pa.Table] = []
+        self._waiting_rows = 0
+        self.rows = 0  # rows taken (written, or waiting for their row group until ``close``)
 
     def write(self, rows: pa.Table) -> None:
+        self._waiting.append(rows.select(list(self.COLUMNS)))
+        self._waiting_rows += rows.num_rows
+        self.rows += rows.num_rows
+        if self._waiting_rows >= self.GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._waiting:
+            return
         if self._writer is None:
             self.dir.mkdir(parents=True, exist_ok=True)
             number = len(list(self.dir.glob("part-*.parquet")))
             schema = pa.schema([REQUEST_SCHEMA.field(c) for c in self.COLUMNS])
             self._writer = pq.ParquetWriter(self.dir / f"part-{number}.parquet", schema,
                                             compression="zstd")
-        self._writer.write_table(rows.select(list(self.COLUMNS)))
-        self.rows += rows.num_rows
+        group = pa.concat_tables(self._waiting)
+        self._waiting, self._waiting_rows = [], 0
+        self._writer.write_table(group, row_group_size=max(group.num_rows, 1))
 
     def close(self) -> None:
+        """Write what waits and end the file (readers see the rows from here on)."""
+        self._flush()
         if self._writer is not None:
             self._writer.close()
             self._writer = None

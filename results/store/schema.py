@@ -170,6 +170,8 @@ TRIAL_SCHEMA = pa.schema(
         ("batches_duplicated", pa.int64()),  # delivered twice, written once
         ("rows_dropped", pa.int64()),  # rows workers could not send (the coordinator behind)
         ("calls_dropped", pa.int64()),  # origin calls among them (PostgreSQL counted them)
+        ("client_ships", pa.int64()),  # ships the clients made themselves, the shipper behind
+        ("client_wait_s", pa.float64()),  # client time spent on those ships, summed over clients
         ("rows_written", pa.int64()),  # request rows of the trial in requests/
         ("late_rows", pa.int64()),  # rows that came after the trial was summarised (re-marked)
         # An origin call's median on the client (connection held to result), to set against

@@ -44,10 +44,12 @@ def compose_argv() -> list[str]:
 
 @dataclass
 class Compose:
-    """One compose project: ``compose("up", "-d")`` runs ``<compose> -p P --env-file E -f F up -d``."""
+    """One compose project: ``compose("up", "-d")`` runs ``<compose> -p P --env-file E -f F up -d``;
+    ``overrides``: more ``-f`` files after the project's, as a user adds a docker-compose.override.yml."""
 
     project: str
     env_file: Path
+    overrides: tuple[Path, ...] = ()
     argv0: list[str] = field(default_factory=compose_argv)
 
     @property
@@ -55,8 +57,8 @@ class Compose:
         return self.argv0[-1] == "compose"
 
     def argv(self, *args: str) -> list[str]:
-        return [*self.argv0, "-p", self.project, "--env-file", str(self.env_file),
-                "-f", str(COMPOSE_FILE), *args]
+        files = [arg for path in (COMPOSE_FILE, *self.overrides) for arg in ("-f", str(path))]
+        return [*self.argv0, "-p", self.project, "--env-file", str(self.env_file), *files, *args]
 
     def env(self) -> dict[str, str]:
         return {k: v for k, v in os.environ.items() if k not in OURS}

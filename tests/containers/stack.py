@@ -35,10 +35,11 @@ def env_file(path: Path, images: Images, password: str, extra: Mapping[str, str]
 
 
 @contextlib.contextmanager
-def compose_stack(project: str, env: Path, workers: int) -> Iterator[tuple[Compose, float]]:
+def compose_stack(project: str, env: Path, workers: int,
+                  overrides: tuple[Path, ...] = ()) -> Iterator[tuple[Compose, float]]:
     """cache, locks, broker, origin and ``workers`` workers (and the services of the profiles the
     env file's COMPOSE_PROFILES selects), healthy; (compose, seconds to healthy)."""
-    compose = Compose(project, env)
+    compose = Compose(project, env, overrides)
     started = time.monotonic()
     try:
         compose("up", "-d", *(["--wait"] if compose.v2 else []), "--scale", f"worker={workers}")

@@ -4,9 +4,10 @@ What a user does with the repository's own Dockerfile and compose file (the publ
 PostgreSQL and memcached images replaced by local stand-ins only where they cannot be pulled,
 through the file's image variables): the stack up with the ``memcached`` profile and
 STAMPEDE_MEMCACHE_URL set in the env file, ``coordinator launch --workers 8`` in the coordinator
-service (naive and lock on Redis, meta-memcache on memcached), the Parquet copied out of the
-``runs`` volume; a second run with a worker container killed mid-trial; ``down -v`` leaving
-nothing. The password holds ``@`` and ``/`` (it reaches
+service (naive and lock on Redis, meta-memcache on memcached, and the example plug-in
+``singleflight``, mounted into every container by an override file as docs/plugins.md tells a
+user to), the Parquet copied out of the ``runs`` volume; a second run with a worker container
+killed mid-trial; ``down -v`` leaving nothing. The password holds ``@`` and ``/`` (it reaches
 libpq as PGPASSWORD, never in a URL) and the worker healthcheck runs every 4 s, so a check that
 does not answer during a trial (``celery inspect ping``) fails here.
 Skipped, with one line, only where no Docker engine can run (tests/containers/fixtures.py).
@@ -26,7 +27,7 @@ import pytest
 
 from results.store import rundir
 from tests.containers.compose import Compose, HealthWatch
-from tests.containers.engine import Images, docker
+from tests.containers.engine import ROOT, Images, docker
 from tests.containers.stack import Launch, compose_stack, env_file
 from tests.e2e.test_launch import REQUEST_COLUMNS, TRIAL_COLUMNS
 from tests.helpers import Finished
@@ -41,7 +42,18 @@ MEMCACHED = {"COMPOSE_PROFILES": "memcached", "STAMPEDE_MEMCACHE_URL": "memcache
 SHORT = ("--clients", "32", "--ttl", "1", "--seconds", "4", "--strategies", "naive,lock")
 # run1 adds meta-memcache, on memcached; memcached keeps TTLs in whole seconds, and at 1 s an
 # item lives 0-1 s (its clock ticks once a second): TTL 2, two periods per trial.
-RUN1 = ("--clients", "32", "--ttl", "2", "--seconds", "6", "--strategies", "naive,lock,meta-memcache")
+RUN1 = ("--clients", "32", "--ttl", "2", "--seconds", "6", "--plugin", "stampede_singleflight",
+        "--strategies", "naive,lock,meta-memcache,singleflight")
+PLUGIN = ROOT / "examples" / "singleflight-plugin"
+
+
+def plugin_override(path: Path) -> Path:
+    """A docker-compose override that mounts the example plug-in into the workers and the
+    coordinator and puts it on their PYTHONPATH (the image's own /opt/stampede first)."""
+    service = (f"    environment:\n      PYTHONPATH: /opt/stampede:/plugins\n"
+               f"    volumes:\n      - {PLUGIN}:/plugins:ro\n")
+    path.write_text(f"services:\n  worker:\n{service}  coordinator:\n{service}")
+    return path
 
 
 @dataclass
@@ -96,14 +108,15 @@ def _run(stack: Stack, name: str, *args: str, kill_at_s: float | None = None) ->
 def stack(container_images: Images, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("containers")
     env = env_file(tmp / ".env", container_images, PASSWORD, {**HEALTH, **MEMCACHED})
-    with compose_stack(f"stampedetest{os.getpid()}", env, WORKERS) as (compose, up_s):
+    override = plugin_override(tmp / "plugin.override.yml")
+    with compose_stack(f"stampedetest{os.getpid()}", env, WORKERS, (override,)) as (compose, up_s):
         print(f"\ncompose stack ({' '.join(compose.argv0)}) healthy in {up_s:.1f} s")
         yield Stack(compose, container_images, tmp, up_s)
 
 
 @pytest.fixture(scope="module")
 def first(stack: Stack) -> tuple[Run, HealthWatch]:
-    """naive, lock and meta-memcache on 8 workers, every worker's healthcheck probe recorded."""
+    """naive, lock, meta-memcache and the plug-in on 8 workers, every healthcheck probe recorded."""
     with HealthWatch(stack.compose.containers("worker")) as watch:
         run, _ = _run(stack, "run1", *RUN1, "--seed", "--scale", "20000", "--origin-ms", "2")
     print(f"\nrun1 ({run.seconds:.1f} s):\n{run.table}")
@@ -127,7 +140,7 @@ def test_compose_run_on_8_workers_follows_the_contract(first: tuple[Run, HealthW
     run, _ = first
     assert run.code == 0, run.stderr[-3000:]
     assert set(run.rows().column_names) >= REQUEST_COLUMNS
-    assert {t["strategy"] for t in run.trials} == {"naive", "lock", "meta-memcache"}
+    assert {t["strategy"] for t in run.trials} == {"naive", "lock", "meta-memcache", "singleflight"}
     assert set(run.trials[0]) >= TRIAL_COLUMNS
     assert all(t["db_calls_match"] and t["complete"] for t in run.trials), run.trials
     assert "db calls match" in run.stderr
@@ -140,6 +153,20 @@ def test_naive_herds_are_far_above_lock(first: tuple[Run, HealthWatch]) -> None:
     run, _ = first
     per = {t["strategy"]: t["origin_per_expiry"] for t in run.trials}
     assert per["naive"] >= 5 and per["naive"] >= 4 * per["lock"], per
+
+
+def test_the_example_plugin_runs_in_every_worker_container(first: tuple[Run, HealthWatch]) -> None:
+    """Each of the 8 worker containers imported the mounted plug-in and reported its version; its
+    herd is at most about one origin call per worker process, below naive's."""
+    run, _ = first
+    assert "plug-ins: every worker has stampede_singleflight 0.1.0" in run.stderr, run.stderr[-3000:]
+    assert run.meta["plugins"] == {"stampede_singleflight": "0.1.0"}
+    per = {t["strategy"]: t for t in run.trials}
+    ours, naive = per["singleflight"], per["naive"]
+    assert ours["db_calls_match"] and ours["errors"] == 0 and ours["waits"] > 0, ours
+    assert ours["origin_per_expiry"] <= WORKERS + 1 < naive["origin_per_expiry"], (ours, naive)
+    rows = run.rows().filter(pc.field("trial") == ours["trial"])
+    assert len(set(rows["worker"].unique().to_pylist())) == WORKERS
 
 
 def test_meta_memcache_runs_on_the_stacks_memcached(first: tuple[Run, HealthWatch]) -> None:

@@ -3,6 +3,8 @@ one named, the worker's memory bounded with every dropped row counted."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,6 +123,71 @@ def test_the_shipper_sends_numbered_batches_and_an_end_marker(broker: redis.Redi
     end = orjson.loads(entries[-1][b"end"])
     assert end["batches"] == done.batches == 2 and end["rows"] == 101 and end["origin_calls"] == 10
     assert done.end_sent and done.dropped_rows == 0 and len(rec) == 101
+
+
+def test_a_full_buffer_is_shipped_by_its_client_when_the_shipper_thread_is_behind(
+        broker: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shipper thread never runs (as one starved of the GIL): a client whose buffer reaches
+    FULL_ROWS ships the worker's rows itself; the buffer never holds more, nothing is lost."""
+    monkeypatch.setattr(shipping, "FULL_ROWS", 10)
+    ship = Shipper(broker, KEY, worker_index=0, interval_s=60)  # never started
+    rec = recorded(0)
+    ship.watch([rec])
+    held = []
+    for i in range(35):
+        rec.add(0, i, 1, Outcome.HIT, Probe(), None)
+        held.append(rec.held())
+    assert max(held) < 10 and ship.shipped.client_ships == 3
+    done = ship.finish()
+    batches = [int(f[b"n"]) for _, f in broker.xrange(KEY) if b"data" in f]
+    assert batches == [10, 10, 10, 5] and done.rows == 35 and done.client_ships == 3
+
+
+def test_a_client_with_a_full_buffer_waits_for_the_coordinator_not_drops(
+        broker: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream is over its backlog: the client that fills up waits (its next request with
+    it) until the coordinator takes entries, and the batch then leaves: nothing dropped."""
+    monkeypatch.setattr(shipping, "FULL_ROWS", 10)
+    ship = Shipper(broker, KEY, worker_index=0, interval_s=60, max_backlog=0)
+    broker.xadd(KEY, {"w": 9, "end": b"{}"})  # one entry the coordinator has not taken
+    threading.Timer(0.3, broker.delete, args=(KEY,)).start()  # it takes it 0.3 s later
+    rec = recorded(0)
+    ship.watch([rec])
+    started = time.monotonic()
+    for i in range(10):
+        rec.add(0, i, 1, Outcome.HIT, Probe(), None)
+    waited = time.monotonic() - started
+    assert 0.25 < waited < shipping.FULL_WAIT_S, waited
+    assert ship.shipped.client_ships == 1 and ship.shipped.client_wait_s >= 0.25
+    assert [int(f[b"n"]) for _, f in broker.xrange(KEY) if b"data" in f] == [10]
+    assert not ship._unsent and ship.finish().dropped_rows == 0
+
+
+def test_busy_clients_keep_their_buffers_bounded_and_every_row_arrives(
+        broker: redis.Redis, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Eight threads recording as fast as they can beside a running shipper: no buffer ever
+    holds FULL_ROWS, whoever ships, and the stream gets every row once."""
+    monkeypatch.setattr(shipping, "FULL_ROWS", 200)
+    ship = Shipper(broker, KEY, worker_index=0, interval_s=0.01)
+    recs = [recorded(0, client=c) for c in range(8)]
+    ship.watch(recs)
+    most = [0] * len(recs)
+
+    def client(c: int) -> None:
+        for i in range(5_000):
+            recs[c].add(0, i, 1, Outcome.HIT, Probe(), None)
+            most[c] = max(most[c], recs[c].held())
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(len(recs))]
+    ship.start()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    done = ship.finish()
+    assert max(most) < 200, most
+    assert done.rows == 40_000 and done.dropped_rows == 0
+    assert sum(int(f[b"n"]) for _, f in broker.xrange(KEY) if b"data" in f) == 40_000
 
 
 def test_a_coordinator_behind_makes_the_worker_drop_and_count_not_grow(
