@@ -58,7 +58,8 @@ RUN pip uninstall --quiet -y pip setuptools
 FROM runtime
 COPY --from=venv /opt/venv /opt/venv
 COPY --from=build /opt/stampede /opt/stampede
-ENV PYTHONPATH=/opt/stampede PATH=/opt/stampede/bin:$PATH
+# Two malloc arenas a process, as the embedded stack's workers (coordinator/stack/celery_workers.py).
+ENV PYTHONPATH=/opt/stampede PATH=/opt/stampede/bin:$PATH MALLOC_ARENA_MAX=2
 USER 10001
 WORKDIR /data
 # Default: one Celery worker named after the container (compose --scale and k8s replicas). Its

@@ -103,3 +103,7 @@ def main() -> None:
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
         print(f"coordinator report: {seconds:.1f} s, peak RSS {peak_mb:,.0f} MB "
               f"(target < 60 s, < 2048 MB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -125,9 +125,9 @@ def report(strategy: str, seconds: float, samples: Samples, rows_per_s: float) -
             f"{samples.slope('coordinator', seconds):+.2f} MB/min (target < 5)")
 
 
-def run(seconds: float = DEFAULT_S) -> None:
+def run(seconds: float = DEFAULT_S, strategies: tuple[str, ...] = STRATEGIES) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
-        for strategy in STRATEGIES:
+        for strategy in strategies:
             samples, rate = soak(strategy, seconds, Path(tmp) / strategy)
             print(report(strategy, seconds, samples, rate), flush=True)
 
@@ -136,7 +136,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.soak")
     parser.add_argument("--seconds", type=float, default=DEFAULT_S,
                         help=f"length of each soak [default {DEFAULT_S:g}; env BENCH_SOAK_S]")
-    run(parser.parse_args().seconds)
+    parser.add_argument("--strategies", default=",".join(STRATEGIES),
+                        help=f"comma-separated, one soak each [default {','.join(STRATEGIES)}]")
+    args = parser.parse_args()
+    run(args.seconds, tuple(args.strategies.split(",")))
 
 
 if __name__ == "__main__":
