@@ -91,6 +91,15 @@ class LoopContext:
     counter: itertools.count[int] = field(default_factory=itertools.count)
 
 
+def error_text(exc: BaseException) -> str:
+    """An error row's text: the type and message, and what caused it when a library wraps
+    the real failure (meta-memcache raises ``MemcacheServerError: Memcache error`` for any)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if (cause := exc.__cause__) is not None:
+        text += f" (from {type(cause).__name__}: {cause})"
+    return text[:200]
+
+
 def request(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, t_intended: int,
             t_start: int = 0) -> None:
     """One request chosen by table index ``j``; latency counts from ``t_intended``.
@@ -114,7 +123,7 @@ def request(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, t_intended: i
             outcome = ctx.fetchers[ep](tables.keys[code], probe)
     except Exception as exc:  # noqa: BLE001 - every failure is recorded below as an error row
         outcome = Outcome.ERROR
-        error = f"{type(exc).__name__}: {exc}"[:200]
+        error = error_text(exc)
     latency = time.perf_counter_ns() - t0 + (t_start - t_intended)
     rec.add(code, t_start, latency, outcome, probe, error, t_intended, ep, stage, bypass)
 
@@ -233,4 +242,4 @@ def _write(writer: Writer, key: str, probe: Probe) -> tuple[Outcome, str | None,
     except Exception as exc:  # noqa: BLE001 - recorded as an error row
         if commit_ns:  # committed, then the cache step failed: the row still says what committed
             probe.version_served = committed.version
-        return Outcome.ERROR, f"{type(exc).__name__}: {exc}"[:200], commit_ns
+        return Outcome.ERROR, error_text(exc), commit_ns
