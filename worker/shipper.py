@@ -11,11 +11,12 @@ The worker holds at most ``FULL_ROWS`` rows per client plus ``max_unsent`` unsen
 shipper thread drains long before a buffer is full, unless the client threads starve it of the
 GIL (two-level's local hits, 80,000 a second a process, never release it: the thread then ran
 seconds late and the buffers grew by 12 MB a second). So a client whose buffer reaches
-``FULL_ROWS`` ships the worker's rows itself, on its own thread, between two requests: the
-clients wait for the shipping only then, and each time is counted (``client_ships``). A batch
-waits while the stream holds more than ``max_backlog`` batches the coordinator has not taken
-(it trims what it took); when ``max_unsent`` are waiting, the oldest is dropped and its rows
-and origin calls are counted (``dropped_rows``, ``dropped_calls``): nothing is lost unseen.
+``FULL_ROWS`` ships its own rows, on its own thread, between two requests, and while the stream
+holds more than ``max_backlog`` batches the coordinator has not taken (it trims what it took)
+that client waits, up to ``FULL_WAIT_S``: the load slows to what the coordinator writes; each
+time is counted (``client_ships``, ``client_wait_s``). The shipper thread does not wait. When
+``max_unsent`` batches are waiting, the oldest is dropped and its rows and origin calls are
+counted (``dropped_rows``, ``dropped_calls``): nothing is lost unseen.
 """
 
 from __future__ import annotations
