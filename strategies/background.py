@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from strategies.base import Job, Outcome, Probe, StrategyError
+from strategies.base import Job, Outcome, Probe, StrategyError, error_text
 
 # key, wall-clock start, duration, outcome, probe, error text
 Record = Callable[[str, int, int, Outcome, Probe, str | None], None]
@@ -56,5 +56,5 @@ class BackgroundWorker:
                 outcome = job(probe)
             except Exception as exc:  # noqa: BLE001 - recorded below as an error row
                 outcome = Outcome.ERROR
-                error = f"{type(exc).__name__}: {exc}"[:200]
+                error = error_text(exc)
             self._record(key, t_start, time.perf_counter_ns() - t0, outcome, probe, error)

@@ -173,3 +173,12 @@ def close_strategy(strategy: object) -> None:
     close = getattr(strategy, "close", None)
     if callable(close):
         close()
+
+
+def error_text(exc: BaseException) -> str:
+    """An error row's text: the type and message, and what caused it when a library wraps
+    the real failure (meta-memcache raises ``MemcacheServerError: Memcache error`` for any)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if (cause := exc.__cause__) is not None:
+        text += f" (from {type(cause).__name__}: {cause})"
+    return text[:200]

@@ -22,6 +22,7 @@ from model.trace import TraceArrivals
 from model.workload import Workload
 from results.store.schema import DROPPED
 from strategies import Loader, Outcome, Probe
+from strategies.base import error_text
 from worker.recorder import Recorder
 from worker.schedule import MASK, Arrivals, Stages, key_table, uniform_table, weighted_table
 
@@ -89,15 +90,6 @@ class LoopContext:
     drop_ns: int = 1_000_000_000
     start_ns: int = 0  # the common start instant (worker clock); 0: at once
     counter: itertools.count[int] = field(default_factory=itertools.count)
-
-
-def error_text(exc: BaseException) -> str:
-    """An error row's text: the type and message, and what caused it when a library wraps
-    the real failure (meta-memcache raises ``MemcacheServerError: Memcache error`` for any)."""
-    text = f"{type(exc).__name__}: {exc}"
-    if (cause := exc.__cause__) is not None:
-        text += f" (from {type(cause).__name__}: {cause})"
-    return text[:200]
 
 
 def request(ctx: LoopContext, rec: Recorder, probe: Probe, j: int, t_intended: int,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from worker.loop import error_text
+from strategies.base import error_text
 
 
 class WrappedError(Exception):
