@@ -45,9 +45,11 @@ COPY README.md /src/
 COPY coordinator /src/coordinator
 COPY model /src/model
 COPY worker /src/worker
+COPY app /src/app
 COPY strategies /src/strategies
 COPY adapters /src/adapters
 COPY results /src/results
+COPY simulate /src/simulate
 RUN pip install --quiet $(cat /src/from) --no-deps -c /src/constraints.txt --target /opt/stampede /src
 
 # --- venv: the dependencies without the installer (pip, setuptools) ---

@@ -3,15 +3,29 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-unit test-deps observe-deps cli-reference lint setup system-deps bench clean lock wheels base-image image
+.PHONY: demo test test-unit test-deps http-deps observe-deps cli-reference lint setup system-deps bench clean lock wheels base-image image
 
-$(BIN)/coordinator: pyproject.toml
+# Two installs, each with a stamp of its own: the demo's (the project with its [local] and
+# [libraries] extras: what a run needs) and the tests' ([dev]: the demo's, plus pytest, ruff, mypy
+# and the tools the tests use). `make demo` then `make test` upgrades the venv to [dev]; a stamp
+# older than pyproject.toml installs again.
+DEMO_STAMP := $(VENV)/.installed-demo
+DEV_STAMP := $(VENV)/.installed-dev
+
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[local,libraries]'
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-setup: system-deps $(BIN)/coordinator
+# The developers' set-up: the tests' install.
+setup: system-deps $(DEV_STAMP)
 
 # Python venv support and PostgreSQL come from the system; installed here when missing and root.
 system-deps:
@@ -21,12 +35,18 @@ system-deps:
 observe-deps:
 	@sh scripts/observe-deps.sh
 
+# nginx, Varnish and wrk: the HTTP caches as defences (coordinator/stack/http_caches), the HTTP
+# clients' tests and benchmark 8. Debian starts nginx and varnish as services where a service
+# manager runs; ours are their own, on loopback ports.
+http-deps:
+	@sh scripts/http-deps.sh
+
 # 30 s per trial, as experiment 000: about 14 expiries each, enough for every interval.
-demo: setup
+demo: system-deps $(DEMO_STAMP)
 	$(BIN)/coordinator launch --workers 8 --seconds 30
 
 # docs/cli.md from the click commands, the presets and the strategies (a unit test checks it is current).
-cli-reference: $(BIN)/coordinator
+cli-reference: $(DEMO_STAMP)
 	$(BIN)/python -m coordinator.cli.reference
 
 lint: setup
@@ -37,7 +57,16 @@ lint: setup
 # Prometheus and its exporters run the --observe test (tests/e2e/test_observe.py).
 # nftables drops a link's packets in the namespace lab (tests/e2e/test_netfaults.py).
 # memcached serves meta-memcache's leases (tests/integration/test_libraries_promise.py).
+# nginx, Varnish and wrk: the HTTP layer's tests (tests/integration/test_http_*.py,
+# tests/e2e/test_http_layer.py) and benchmark 8 (make http-deps).
+# redis-benchmark (Debian's redis-tools) and Locust ([dev] holds the bench extra) run in the
+# benchmarks' tests (tests/e2e/test_bench*.py): installed, so that those tests run rather than skip.
 test-deps:
+	@sh scripts/http-deps.sh || \
+		echo "nginx, varnish or wrk could not be installed: the HTTP tests will be skipped" >&2
+	@command -v redis-benchmark >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null) || \
+		echo "redis-tools could not be installed: tests/e2e/test_bench.py will fail" >&2
 	@command -v chromium >/dev/null || [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) || \
 		echo "chromium could not be installed: the report screenshot test will be skipped" >&2
@@ -62,10 +91,10 @@ DOCKER ?= $(shell command -v /usr/bin/docker || command -v docker)
 BASE ?= python:3.11-slim
 IMAGE ?= stampede-lab:latest
 
-lock: $(BIN)/coordinator
+lock: $(DEV_STAMP)
 	$(BIN)/python scripts/lock_deps.py
 
-wheels: $(BIN)/coordinator
+wheels: $(DEV_STAMP)
 	@PIP=$(BIN)/pip sh scripts/image-wheels.sh
 
 base-image:
@@ -81,13 +110,15 @@ test: lint test-deps
 	$(BIN)/pytest -q --durations=10
 
 # The edit loop: ruff and the pure tests only (no service, no system packages, no chromium; < 30 s).
-test-unit: $(BIN)/coordinator
+test-unit: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/pytest tests/unit -q
 
-# redis-benchmark (benchmark 2) comes with Debian's redis-tools; Locust (benchmark 1's anchor)
-# with the bench extra.
-bench: setup
+# nginx (a static endpoint) and wrk (the C floor for HTTP load): benchmark 8 and the HTTP tests.
+# Debian starts nginx as a service on its port 80 where a service manager runs; ours are their own.
+# redis-benchmark (benchmark 2) comes with Debian's redis-tools; Locust (benchmarks 1 and 8's
+# anchor) with the bench extra.
+bench: setup http-deps
 	@command -v redis-benchmark >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null)
 	$(BIN)/pip install --quiet -e '.[bench]'

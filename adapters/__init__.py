@@ -6,5 +6,6 @@ call is still counted per row and checked against pg_stat_statements. The pure s
 import a library: these classes are found through the ``stampede_lab.strategies`` entry points
 (pyproject.toml) and imported only when a spec names them, so a missing library is one line.
 Install them with ``pip install 'stampede-lab[libraries]'``. docs/strategies.md says, per
-library, how each outcome is recognised and what cannot be seen.
+library, how each outcome is recognised and what cannot be seen. The asyncio libraries (cashews,
+aiocache) are in ``adapters/aio``, behind an async contract and an entry-point group of their own.
 """

@@ -1,6 +1,7 @@
 """Run every benchmark (``make bench``; ``python -m bench [N]``: N runs of benchmark 6, also
-``STAMPEDE_BENCH_RUNS``); the last two lines are benchmark 1's ratios: the all-hit trial over the
-plain-socket GET loop (generator efficiency) and over Locust's best.
+``STAMPEDE_BENCH_RUNS``); the last lines are benchmark 1's ratios, each the median of its rounds
+with their range: the all-hit trial over the plain-socket GET loop (generator efficiency, with
+metrics scraped and without) and over Locust's fastest configuration.
 
 Benchmarks print figures and the command to reproduce them; they assert nothing.
 """
@@ -11,7 +12,9 @@ import os
 import platform
 import sys
 
-from bench import cluster, recording, repeatability, report_rows, soak
+from bench import ab_hit_path, aio_clients, cluster, recording, repeatability, report_rows, soak
+from bench import http as http_bench
+from bench import simulate as simulate_bench
 
 
 def main() -> None:
@@ -23,14 +26,18 @@ def main() -> None:
     print(f"machine: {platform.machine()}, {platform.python_implementation()} "
           f"{platform.python_version()}; reproduce with: make bench")
     recording.run()
+    ab_hit_path.run()
     print(f"== report on {report_rows.ROWS:,} rows")
     report_rows.main()
     soak.run()
     repeatability.run(runs)
+    http_bench.run()
+    simulate_bench.run()
+    aio_clients.run()
     with_metrics = cluster.run(metrics=True)
     figures = cluster.run()
-    print(f"generator efficiency with metrics on (scraped each second): {with_metrics.efficiency:.2f}")
-    print(f"generator efficiency: {figures.efficiency:.2f}")
+    print(with_metrics.efficiency_line(" with metrics on (scraped each second)"))
+    print(figures.efficiency_line())
     print(figures.vs_locust_line())
 
 

@@ -8,58 +8,77 @@ users at each process count. Its two ratios close ``make bench``."""
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import re
 import shutil
 import statistics
-import subprocess
 import tempfile
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
-from typing import Any
-from urllib.parse import urlsplit
 
 import redis
 from celery.utils import worker_direct
 
 import strategies
-from bench.locust_bench import USER_CLASSES, LocustRun, best_locust
-from coordinator import dispatch
+from bench import breakdown, cpu, locust_bench, machine
+from bench.locust_bench import LocustRun
+from bench.ratios import Figures, Round
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.defaults import Timing
-from coordinator.dispatch import client_app
 from coordinator.origin import seed
-from coordinator.plan import Schedule, TrialPlan, plan_trial
 from coordinator.stack import EmbeddedStack
 from coordinator.stack.processes import free_port
-from coordinator.trial import TrialRunner
+from coordinator.trials import dispatch
+from coordinator.trials.dispatch import client_app
+from coordinator.trials.plan import Schedule, TrialPlan, plan_trial
+from coordinator.trials.runner import TrialRunner
 from model.wire import BASELINE
 from model.workload import KeySet, Query, Workload, single
 from results.store.rundir import RunWriter, read_trials
 from worker.baseline import CLIENTS as LOOPS
 
-WORKERS, CLIENTS, SECONDS, ROUNDS, SYNC_TRIALS = 8, 200, 5.0, 2, 20
 HOT = "orders:0"
+# The trial's strategy, in the config too: the run's caches are opened per kind of server its
+# strategies need (a config without it primed nothing: KeyError CacheServer.REDIS).
+NAIVE = strategies.parse("naive")
+
+
+@dataclass(frozen=True)
+class Size:
+    """How big benchmark 1, 2 and 5 run: ``FULL`` in ``make bench``, ``TINY`` in the tests."""
+
+    workers: int = 8
+    clients: int = 200
+    seconds: float = 5.0  # per measurement (the all-hit trial: its requests' span)
+    rounds: int = 5
+    sync_trials: int = 20
+    wakeups: int = 5  # bare-process wake-ups (benchmark 5's floor), the median of these
+    locust_seconds: float = locust_bench.SECONDS
+    locust_processes: tuple[int, ...] = locust_bench.PROCESS_COUNTS
+    benchmark_requests: int = 300_000  # redis-benchmark -n
+    stage_requests: int = 100_000  # bench.stages, per stage and repeat
+
+
+FULL = Size()
+TINY = Size(workers=2, clients=4, seconds=2.0, rounds=1, sync_trials=2, wakeups=1,
+            locust_seconds=3.0, locust_processes=(1,), benchmark_requests=5_000,
+            stage_requests=2_000)
 
 
 class Bench:
     """The stack, the Celery app and a TrialRunner writing into a scratch run directory."""
 
-    def __init__(self, stack: EmbeddedStack) -> None:
+    def __init__(self, stack: EmbeddedStack, size: Size) -> None:
+        self.size = size
         self.services = stack.services
         self.app = client_app(self.services.broker_url)
         self.console = Console(quiet=True)
-        self.workers = dispatch.wait_for_workers(self.app, WORKERS, 60, lambda _: None)
+        self.workers = dispatch.wait_for_workers(self.app, size.workers, 60, lambda _: None)
         seed.seed_orders(self.services.origin_dsn, 20_000)
         # The key's TTL (600 s) outlives every trial: primed once per trial, every request hits.
-        self.config = LaunchConfig(workers=WORKERS, clients=CLIENTS, strategies=(),
-                                   ttl_s=1.0, seconds=SECONDS, repeat=1, out=Path("."),
+        self.config = LaunchConfig(workers=size.workers, clients=size.clients, strategies=(NAIVE,),
+                                   ttl_s=1.0, seconds=size.seconds, repeat=1, out=Path("."),
                                    timing=Timing(lead_s=1.0, warmup_s=0.5),
                                    workload=Workload(single(Query.ORDERS, KeySet(), 600_000)))
         self.scratch = Path(tempfile.mkdtemp(prefix="stampede-bench-"))
@@ -67,6 +86,7 @@ class Bench:
         offsets = {w: {"offset_ns": 0, "uncertainty_ns": 0} for w in self.workers}
         self.runner = TrialRunner(self.config, self.services, self.app, self.writer, self.workers,
                                   offsets, self.console, span_s=3600.0)
+        self.groups = process_groups(stack)
         self.trial = 0
 
     def close(self) -> None:
@@ -76,204 +96,155 @@ class Bench:
 
     def plan(self, seconds: float) -> TrialPlan:
         self.trial += 1
-        schedule = Schedule(WORKERS, CLIENTS, 1.0, seconds, 0.5, (HOT,))
-        return plan_trial(schedule, self.trial, strategies.parse("naive"), 1, time.time_ns(), 1.0)
+        size = self.size
+        schedule = Schedule(size.workers, size.clients, 1.0, seconds, 0.5, (HOT,))
+        return plan_trial(schedule, self.trial, NAIVE, 1, time.time_ns(), 1.0)
 
-    def all_hit_rps(self) -> float:
-        self.runner.run(self.plan(SECONDS), of=0)
+    def all_hit(self) -> tuple[float, dict[str, float]]:
+        """The all-hit trial's rps (its window's) and CPU per request of each process group
+        over its clients' span, less the warm-up."""
+        plan = self.plan(self.size.seconds + 0.5)  # + the warm-up: 5 s of requests after it
+        metered = Metered(self.groups, plan.window_start_ns, plan.end_ns)
+        self.runner.run(plan, of=0)
         row = read_trials(self.writer.root).to_pylist()[-1]
         assert row["origin_calls_total"] == 0 and row["errors"] == 0, row
-        return float(row["rps"])
+        rps = float(row["rps"])
+        return rps, metered.per_request_us(rps)
 
-    def baseline_rps(self, client: str) -> float:
-        """The bare GET loop of ``client`` (worker.baseline) on the same workers and threads."""
+    def baseline(self, client: str) -> tuple[float, dict[str, float]]:
+        """The bare GET loop of ``client`` (worker.baseline) on the same workers and threads:
+        its rps and CPU per request of each process group over the loop's span."""
+        seconds = self.size.seconds
         start = time.time_ns() + 10**9
-        shares = plan_shares(self.plan(SECONDS))
+        metered = Metered(self.groups, start, start + int(seconds * 1e9))
+        shares = plan_shares(self.plan(seconds))
         results = [self.app.send_task(BASELINE, queue=worker_direct(w), args=[
-            {"clients": n, "key": HOT, "start_ns": start, "seconds": SECONDS, "client": client}])
+            {"clients": n, "key": HOT, "start_ns": start, "seconds": seconds, "client": client}])
             for w, n in zip(self.workers, shares, strict=True)]
-        total = sum(int(r.get(timeout=SECONDS + 60)["requests"]) for r in results)
-        return total / SECONDS
+        rps = sum(int(r.get(timeout=seconds + 60)["requests"]) for r in results) / seconds
+        return rps, metered.per_request_us(rps)
 
     def start_spreads(self) -> list[float]:
         spreads = []
-        for _ in range(SYNC_TRIALS):
+        for _ in range(self.size.sync_trials):
             self.runner.run(self.plan(2.0), of=0)  # the shortest the plan allows (warm-up, one TTL, drain)
             spreads.append(float(read_trials(self.writer.root).to_pylist()[-1]["start_spread_ms"]))
         return spreads
 
 
-class Scraper:
-    """GET every worker's /metrics each second in a thread, as Prometheus would."""
-
-    def __init__(self, ports: list[int]) -> None:
-        self.ports, self.stop, self.scrapes = ports, threading.Event(), 0
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self) -> Scraper:
-        if self.ports:
-            self.thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.stop.set()
-        if self.ports:
-            self.thread.join(5)
-            print(f"    (metrics scraped {self.scrapes} times)")
-
-    def _loop(self) -> None:
-        while not self.stop.wait(1.0):
-            for port in self.ports:
-                with contextlib.suppress(OSError):
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read()
-                    self.scrapes += 1
+def process_groups(stack: EmbeddedStack) -> dict[str, list[int]]:
+    """The stack's processes by role (bench.cpu adds their descendants; the rest is ours)."""
+    workers = [p.pid for p in stack.workers]
+    groups = {"worker processes": workers, "their beaters": cpu.children(workers)}
+    for name, label in (("cache", "cache server"), ("broker", "broker"),
+                        ("lock-store", "lock store"), ("postgres", "postgres")):
+        groups[label] = [stack.process(name).pid]
+    return groups
 
 
-def _sleep_until(target_ns: int, out: Any) -> None:
-    while (left := target_ns - time.time_ns()) > 0:
-        time.sleep(min(left / 1e9, 0.05))
-    out.put(time.time_ns())
+class Metered:
+    """CPU of each group between two wall-clock instants, read by a thread of its own."""
 
+    def __init__(self, groups: dict[str, list[int]], start_ns: int, end_ns: int) -> None:
+        self._groups, self._span = groups, (start_ns, end_ns)
+        self._spent: cpu.Spent | None = None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
 
-def bare_wakeup_spread_ms(processes: int = WORKERS) -> float:
-    """The platform's floor for the start spread: bare processes sleeping to one instant."""
-    spawn = multiprocessing.get_context("spawn")  # no fork of a process that runs threads
-    queue: Any = spawn.Queue()
-    target = time.time_ns() + 5 * 10**9
-    procs = [spawn.Process(target=_sleep_until, args=(target, queue)) for _ in range(processes)]
-    for p in procs:
-        p.start()
-    woke: list[int] = [int(queue.get(timeout=120)) for _ in procs]  # a loaded host spawns slowly
-    for p in procs:
-        p.join(5)
-    return (max(woke) - min(woke)) / 1e6
+    def _run(self) -> None:
+        start_ns, end_ns = self._span
+        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+        before, w0 = cpu.snapshot(self._groups), time.monotonic()
+        time.sleep(max(0.0, (end_ns - time.time_ns()) / 1e9))
+        self._spent = cpu.between(before, cpu.snapshot(self._groups), time.monotonic() - w0)
+
+    def per_request_us(self, rps: float) -> dict[str, float]:
+        self._thread.join()
+        assert self._spent is not None
+        return self._spent.per_request_us(rps * self._spent.wall_s)
 
 
 def plan_shares(plan: TrialPlan) -> list[int]:
     return [s.clients for s in plan.shares]
 
 
-def redis_benchmark_rps(url: str, connections: int) -> float | None:
-    """redis-benchmark's GET rate with the same number of connections (None when not installed)."""
-    binary = shutil.which("redis-benchmark") or shutil.which("valkey-benchmark")
-    if binary is None:
-        return None
-    parts = urlsplit(url)
-    out = subprocess.run([binary, "-h", parts.hostname or "127.0.0.1", "-p", str(parts.port),
-                          "-t", "get", "-c", str(connections), "-n", "300000", "-q"],
-                         capture_output=True, text=True, timeout=120, check=True).stdout
-    found = re.search(r"GET: ([\d.]+) requests per second", out)
-    return float(found.group(1)) if found else None
+LOOP_NAMES = {"pooled": "pooled redis-py (before issue 18)", "lean": "lean path, pinned",
+              "socket": "plain socket + hiredis.Reader"}
 
 
-@dataclass(frozen=True)
-class Figures:
-    """Benchmark 1's medians (rps) and Locust's runs (None: Locust not installed)."""
-
-    all_hit: float
-    loops: dict[str, float]
-    locust: list[LocustRun] | None
-
-    @property
-    def efficiency(self) -> float:
-        """All-hit trial / plain-socket loop: the product's share of the Python floor."""
-        return self.all_hit / self.loops["socket"]
-
-    @property
-    def vs_locust(self) -> float | None:
-        """All-hit trial / Locust's fastest run (any user, any process count)."""
-        best = self.best_locust()
-        return self.all_hit / best.rps if best and best.rps else None
-
-    def best_locust(self, user: str | None = None) -> LocustRun | None:
-        """Locust's fastest run, of ``user`` only when given."""
-        runs = [r for r in self.locust or [] if user in (None, r.user)]
-        return max(runs, key=lambda r: r.rps, default=None)
-
-    def vs_locust_line(self) -> str:
-        """``vs Locust: Y x`` against its fastest run, then against each user's best."""
-        best = self.best_locust()
-        if best is None or not best.rps:
-            return "vs Locust: n/a (no Locust run: see above)"
-        users = [(u, self.best_locust(u)) for u in USER_CLASSES]
-        each = "; ".join(f"{self.all_hit / r.rps:.1f} x against {u} ({r.processes} processes)"
-                         for u, r in users if r is not None and r.rps)
-        return f"vs Locust: {self.all_hit / best.rps:.1f} x against its fastest run ({each})"
-
-
-def benchmark_1(bench: Bench, loops: tuple[str, ...]) -> Figures:
-    """The all-hit trial and each bare loop in turn, ROUNDS times alternating; medians."""
-    ours: list[float] = []
-    bare: dict[str, list[float]] = {loop: [] for loop in loops}
-    for _ in range(ROUNDS):
-        ours.append(bench.all_hit_rps())
-        for loop in loops:
-            bare[loop].append(bench.baseline_rps(loop))
+def benchmark_1(bench: Bench, loops: tuple[str, ...], locust: LocustRun | None) -> Figures:
+    """The all-hit trial, each bare loop and Locust's fastest configuration in turn, ``rounds``
+    times alternating; each round's ratios."""
+    rounds = []
+    for _ in range(bench.size.rounds):
+        hit, hit_cpu = bench.all_hit()
+        bare = {loop: bench.baseline(loop) for loop in loops}
+        again = None if locust is None else locust_bench.run_again(
+            bench.services.cache_url, HOT, locust, bench.size.locust_seconds, bench.size.clients)
+        rounds.append(Round(hit, {k: v[0] for k, v in bare.items()}, again,
+                            {"all-hit trial": hit_cpu, **{k: v[1] for k, v in bare.items()}}))
     size = len(redis.Redis.from_url(bench.services.cache_url).get(HOT) or b"")
     print(f"[1] all-hit trial (--redis-client lean), GET of one {size}-byte value: "
-          f"{_rates(ours)} rps")
-    names = {"pooled": "pooled redis-py (before issue 18)", "lean": "lean path, pinned",
-             "socket": "plain socket + hiredis.Reader"}
+          f"{_rates([r.all_hit for r in rounds])} rps")
     for loop in loops:
-        print(f"    GET loop, {names[loop]}: {_rates(bare[loop])} rps")
-    return Figures(statistics.median(ours), {k: statistics.median(v) for k, v in bare.items()},
-                   None)
+        print(f"    GET loop, {LOOP_NAMES[loop]}: {_rates([r.loops[loop] for r in rounds])} rps")
+    if locust is not None:
+        print(f"    Locust, {bench.size.clients} {locust.user} users, --processes {locust.processes} "
+              f"(its fastest in the sweep above), in each round: "
+              f"{_rates([r.locust or 0.0 for r in rounds])} rps")
+    return Figures(rounds)
 
 
 def _rates(values: list[float]) -> str:
     return ", ".join(f"{v:,.0f}" for v in values)
 
 
-def locust_line(url: str) -> list[LocustRun] | None:
-    """Locust, 200 users, at each process count, on the same Valkey and key."""
-    tried = best_locust(url, HOT)
-    if tried is None:
-        print("    Locust not installed (pip install -e '.[bench]'): skipped")
-        return None
-    for failure in (t for t in tried if isinstance(t, str)):
-        print(f"    Locust {failure}")
-    runs = [t for t in tried if isinstance(t, LocustRun)]
-    if not runs:
-        return None
-    for user in USER_CLASSES:
-        mine = [r for r in runs if r.user == user]
-        if not mine:
-            continue
-        best = max(mine, key=lambda r: r.rps)
-        failed = sum(r.failures for r in mine)
-        print(f"    Locust {metadata.version('locust')}, 200 {user} users: "
-              + "; ".join(f"{r.processes} process{'es' if r.processes > 1 else ''} {r.rps:,.0f}"
-                          for r in mine)
-              + f" rps (best: {best.processes}){f'; {failed} failed requests' if failed else ''}")
-    return runs
+def print_cpu(figures: Figures, loops: tuple[str, ...]) -> None:
+    print(f"[1] CPU per request, every process of the stack (/proc), median over the "
+          f"{len(figures.rounds)} round{'s' if len(figures.rounds) > 1 else ''}:")
+    for name in ("all-hit trial", *loops):
+        print(f"    {LOOP_NAMES.get(name, name)}: {figures.cpu_line(name)}")
 
 
-def run(metrics: bool = False) -> Figures:
+def run(metrics: bool = False, size: Size = FULL) -> Figures:
     """Benchmarks 1, 2 and 5; with ``metrics``, the all-hit trial and the floor loop only, every
     worker serving metrics and scraped each second (as ``--observe`` does)."""
     print(f"cluster benchmarks{' with metrics on, scraped each second' if metrics else ''}: "
-          f"{WORKERS} workers x {CLIENTS // WORKERS} clients, "
-          f"{SECONDS:g} s per measurement, {ROUNDS} rounds alternating")
-    ports = [free_port() for _ in range(WORKERS)] if metrics else None
-    with EmbeddedStack(WORKERS, metrics_ports=ports) as stack, Scraper(ports or []):
-        bench = Bench(stack)
+          f"{size.workers} workers x {size.clients // size.workers} clients, "
+          f"{size.seconds:g} s per measurement, {size.rounds} rounds alternating")
+    ports = [free_port() for _ in range(size.workers)] if metrics else None
+    with EmbeddedStack(size.workers, metrics_ports=ports) as stack, machine.Scraper(ports or []):
+        bench = Bench(stack, size)
         try:
             redis.Redis.from_url(stack.services.cache_url).flushdb()
-            figures = benchmark_1(bench, ("socket",) if metrics else LOOPS)
             if metrics:
-                return figures
-            figures = Figures(figures.all_hit, figures.loops, locust_line(stack.services.cache_url))
-            ceiling = redis_benchmark_rps(stack.services.cache_url, CLIENTS)
-            if ceiling is None:
-                print("[2] redis-benchmark not installed (apt-get install redis-tools): skipped")
-            else:
-                print(f"[2] redis-benchmark GET -c {CLIENTS}: {ceiling:,.0f} rps; ours is "
-                      f"{figures.all_hit / ceiling:.2f} of it")
-            spreads = bench.start_spreads()
-            floor = statistics.median(bare_wakeup_spread_ms() for _ in range(5))
-            print(f"[5] start spread over {WORKERS} workers, {SYNC_TRIALS} trials: median "
-                  f"{statistics.median(spreads):.2f} ms, max {max(spreads):.2f} ms; {WORKERS} bare "
-                  f"processes sleeping to one instant wake {floor:.2f} ms apart (median of 5)")
+                return benchmark_1(bench, ("socket",), None)
+            sweep = locust_bench.sweep(stack.services.cache_url, HOT, size.locust_seconds,
+                                      size.clients, size.locust_processes)
+            loops = tuple(LOOPS)
+            figures = benchmark_1(bench, loops, max(sweep or [], key=lambda r: r.rps, default=None))
+            figures = Figures(figures.rounds, sweep)
+            print_cpu(figures, loops)
+            breakdown.run(stack.services, figures, size.stage_requests, size.workers)
+            others(bench, stack, figures)
         finally:
             bench.close()
     return figures
+
+
+def others(bench: Bench, stack: EmbeddedStack, figures: Figures) -> None:
+    """Benchmarks 2 (redis-benchmark's ceiling) and 5 (start synchronization)."""
+    size = bench.size
+    ceiling = machine.redis_benchmark_rps(stack.services.cache_url, size.clients, size.benchmark_requests)
+    hit = statistics.median(r.all_hit for r in figures.rounds)
+    if ceiling is None:
+        print("[2] redis-benchmark not installed (apt-get install redis-tools): skipped")
+    else:
+        print(f"[2] redis-benchmark GET -c {size.clients}: {ceiling:,.0f} rps; ours is "
+              f"{hit / ceiling:.2f} of it")
+    spreads = bench.start_spreads()
+    floor = statistics.median(machine.bare_wakeup_spread_ms(size.workers) for _ in range(size.wakeups))
+    print(f"[5] start spread over {size.workers} workers, {size.sync_trials} trials: median "
+          f"{statistics.median(spreads):.3f} ms, max {max(spreads):.3f} ms; {size.workers} bare "
+          f"processes sleeping to one instant wake {floor * 1000:,.1f} us apart (median of "
+          f"{size.wakeups})")

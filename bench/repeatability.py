@@ -72,12 +72,12 @@ def held(trials: Sequence[Mapping[str, Any]], figure: str) -> Held:
     return Held(intervals.spread(values), inside, of)
 
 
-def lines(trials: Sequence[Mapping[str, Any]]) -> list[str]:
+def lines(trials: Sequence[Mapping[str, Any]], demo: Sequence[str] = DEMO) -> list[str]:
     """The runs' headline with intervals, then the repeatability line of each figure."""
     each = "; ".join(f"{t['origin_per_expiry']:.1f} [{t['origin_per_expiry_lo']:.1f}, "
                      f"{t['origin_per_expiry_hi']:.1f}]" for t in trials)
     out = [f"[6] repeatability, the demo's naive trial {len(trials)} times "
-           f"(coordinator launch {' '.join(DEMO)} --strategies naive --repeat {len(trials)}): "
+           f"(coordinator launch {' '.join(demo)} --strategies naive --repeat {len(trials)}): "
            f"origin/expiry {each}"]
     for figure, label, _ in FIGURES:
         h = held(trials, figure)
@@ -86,17 +86,18 @@ def lines(trials: Sequence[Mapping[str, Any]]) -> list[str]:
     return out
 
 
-def run(runs: int = DEFAULT_RUNS) -> list[str]:
-    """Launch the demo's naive trial ``runs`` times; print and return the lines."""
+def run(runs: int = DEFAULT_RUNS, demo: Sequence[str] = DEMO) -> list[str]:
+    """Launch the demo's naive trial ``runs`` times (``demo``: the launch's options, the demo's
+    by default); print and return the lines."""
     with tempfile.TemporaryDirectory(prefix="stampede-repeat-") as scratch:
         out = Path(scratch) / "run"
-        done = subprocess.run([sys.executable, "-m", "coordinator", "launch", *DEMO, "--strategies",
+        done = subprocess.run([sys.executable, "-m", "coordinator", "launch", *demo, "--strategies",
                                "naive", "--repeat", str(runs), "--out", str(out), "--quiet"],
                               capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise RuntimeError(f"the launch failed (exit {done.returncode}): {done.stderr[-2000:]}")
         trials = read_trials(out).to_pylist()
-    found = lines(trials)
+    found = lines(trials, demo)
     print("\n".join(found))
     return found
 

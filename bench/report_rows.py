@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from bench.recording import size
 from results.store.schema import REQUEST_SCHEMA, SCHEMA_VERSION, TRIAL_SCHEMA
 
 ROWS = int(os.environ.get("BENCH_ROWS", "100000000"))
@@ -89,19 +90,19 @@ def build(root: Path, rows: int = ROWS) -> None:
     (root / "run.json").write_bytes(orjson.dumps(meta))
 
 
-def main() -> None:
+def main(rows: int = ROWS) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         root = Path(tmp) / "run"
         t0 = time.monotonic()
-        build(root)
-        print(f"built {ROWS:,} rows in {time.monotonic() - t0:.1f} s "
-              f"({sum(p.stat().st_size for p in root.rglob('*.parquet')) / 1e6:.0f} MB on disk)")
+        build(root, rows)
+        print(f"built {rows:,} rows in {time.monotonic() - t0:.2f} s "
+              f"({size(sum(p.stat().st_size for p in root.rglob('*.parquet')))} on disk)")
         t0 = time.monotonic()
         subprocess.run([sys.executable, "-m", "coordinator", "report", str(root)], check=True,
                        stdout=subprocess.DEVNULL)
         seconds = time.monotonic() - t0
         peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"coordinator report: {seconds:.1f} s, peak RSS {peak_mb:,.0f} MB "
+        print(f"coordinator report: {seconds:.2f} s, peak RSS {peak_mb:,.0f} MB "
               f"(target < 60 s, < 2048 MB)")
 
 

@@ -7,7 +7,7 @@ each second, while rows stream to Parquet at the generator's full rate.
 For each strategy one ``coordinator launch --workers 8`` with one trial of that length and no
 think time; RSS read from /proc for the coordinator and each worker (PIDs from its ``stack
 pids:`` line). Prints the peak (the figures after the trial included), the slope from the
-trial's first minute to its end (MB per minute, a least-squares line through the samples) and
+trial's first minute (``settle_s``) to its end (MB per minute, a least-squares line through the samples) and
 the rows written per second. Targets: every worker's peak under
 300 MB, the coordinator's under 1 GB, slopes under 5 MB/min. It asserts nothing.
 """
@@ -50,16 +50,22 @@ class Samples:
     def peak(self, name: str) -> float:
         return max(mb for _, mb in self.series[name])
 
-    def slope(self, name: str, seconds: float, after_s: float = 60.0) -> float:
+    def slope(self, name: str, seconds: float, after_s: float | None = None) -> float:
         """MB per minute from ``after_s`` into the trial to its end (least squares: the
         figures computed after the trial are in the peak, not in the slope); NaN with too few
         samples."""
-        start = self.trial_start_s + after_s
+        start = self.trial_start_s + (settle_s(seconds) if after_s is None else after_s)
         kept = [(t, mb) for t, mb in self.series[name] if start <= t <= self.trial_start_s + seconds]
         if len(kept) < 10:
             return float("nan")
         t, mb = np.array(kept).T
         return float(np.polyfit(t / 60.0, mb, 1)[0])
+
+
+def settle_s(seconds: float) -> float:
+    """Where the slope starts: the trial's first minute, or its first half when shorter (a
+    test's soak of a few seconds)."""
+    return min(60.0, seconds / 2)
 
 
 def rss_mb(pid: int) -> float | None:
@@ -91,11 +97,12 @@ class LaunchLines:
                 self.workers.update({n: int(p) for n, p in pairs if n.startswith("w")})
 
 
-def soak(strategy: str, seconds: float, out: Path) -> tuple[Samples, float]:
-    """One launch; the samples and the rows written per second of its trial."""
-    argv = [sys.executable, "-m", "coordinator", "launch", "--workers", "8", "--clients", "200",
-            "--strategies", strategy, "--ttl", "2", "--seconds", str(seconds), "--scale",
-            "200000", "--out", str(out)]
+def soak(strategy: str, seconds: float, out: Path, workers: int = 8, clients: int = 200,
+         every_s: float = 1.0) -> tuple[Samples, float]:
+    """One launch; the samples (every ``every_s``) and the rows written per second of its trial."""
+    argv = [sys.executable, "-m", "coordinator", "launch", "--workers", str(workers), "--clients",
+            str(clients), "--strategies", strategy, "--ttl", "2", "--seconds", str(seconds),
+            "--scale", "200000", "--out", str(out)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     samples, start = Samples(), time.monotonic()
     lines = LaunchLines(proc, samples, start)
@@ -104,7 +111,7 @@ def soak(strategy: str, seconds: float, out: Path) -> tuple[Samples, float]:
         for name, pid in [("coordinator", proc.pid), *lines.workers.items()]:
             if (mb := rss_mb(pid)) is not None:
                 samples.add(name, at, mb)
-        time.sleep(1.0)
+        time.sleep(every_s)
     lines.thread.join(5)
     if proc.returncode != 0:
         tail = "\n".join(lines.said)
@@ -113,23 +120,29 @@ def soak(strategy: str, seconds: float, out: Path) -> tuple[Samples, float]:
     return samples, float(trial["rows_written"]) / seconds
 
 
-def report(strategy: str, seconds: float, samples: Samples, rows_per_s: float) -> str:
-    workers = [n for n in samples.series if n != "coordinator"]
-    worst = max(workers, key=samples.peak)
-    steepest = max(workers, key=lambda n: np.nan_to_num(samples.slope(n, seconds)))
-    return (f"[7] soak {strategy}, {seconds / 60:g} min, 8 workers x 25 clients: "
+def report(strategy: str, seconds: float, samples: Samples, rows_per_s: float,
+           workers: int = 8, clients: int = 200) -> str:
+    names = [n for n in samples.series if n != "coordinator"]
+    worst = max(names, key=samples.peak)
+    steepest = max(names, key=lambda n: np.nan_to_num(samples.slope(n, seconds)))
+    return (f"[7] soak {strategy}, {seconds / 60:.3g} min, {workers} workers x "
+            f"{clients // workers} clients: "
             f"{rows_per_s:,.0f} rows written/s; peak RSS worst worker {samples.peak(worst):.0f} MB "
             f"(target < 300), coordinator {samples.peak('coordinator'):.0f} MB (target < 1024); "
-            f"slope from the trial's first minute to its end: workers up to "
+            f"slope from {settle_s(seconds):g} s into the trial to its end: workers up to "
             f"{samples.slope(steepest, seconds):+.2f} MB/min, coordinator "
             f"{samples.slope('coordinator', seconds):+.2f} MB/min (target < 5)")
 
 
-def run(seconds: float = DEFAULT_S, strategies: tuple[str, ...] = STRATEGIES) -> None:
+def run(seconds: float = DEFAULT_S, strategies: tuple[str, ...] = STRATEGIES, workers: int = 8,
+        clients: int = 200, every_s: float = 1.0) -> list[str]:
+    found = []
     with tempfile.TemporaryDirectory(prefix="bench-soak-") as tmp:
         for strategy in strategies:
-            samples, rate = soak(strategy, seconds, Path(tmp) / strategy)
-            print(report(strategy, seconds, samples, rate), flush=True)
+            samples, rate = soak(strategy, seconds, Path(tmp) / strategy, workers, clients, every_s)
+            found.append(report(strategy, seconds, samples, rate, workers, clients))
+            print(found[-1], flush=True)
+    return found
 
 
 def main() -> None:

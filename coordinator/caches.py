@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+import orjson
 import redis
 
 from coordinator.expiry import ExpiryListener
@@ -127,9 +128,14 @@ class CommandCounts:
     LEAD_S = 0.01  # the first read, this long before the start instant
 
     def __init__(self, caches: RunCaches, kind: CacheServer, locks: redis.Redis,
-                 start_ns: int) -> None:
+                 start_ns: int, front: tuple[str, Callable[[], Counts]] | None = None) -> None:
+        """``front``: the HTTP cache in front of the app tier, its name and its counters (the
+        server ``front`` in commands.parquet: Varnish's varnishstat, nginx's stub_status)."""
         self._read: dict[str, Callable[[], Counts]] = {
             "cache": lambda: caches.counters(kind), "lock-store": lambda: redis_counters(locks)}
+        self._kinds = {"cache": kind.value, "lock-store": CacheServer.REDIS.value}
+        if front is not None:
+            self._read["front"], self._kinds["front"] = front[1], front[0]
         self.kind = kind
         self._before: dict[str, Counts | None] = dict.fromkeys(self._read)
         self.spent: dict[str, Counts | None] = dict.fromkeys(self._read)
@@ -149,8 +155,7 @@ class CommandCounts:
 
     def rows(self, run_id: str, trial: int) -> list[dict[str, Any]]:
         """``commands.parquet``'s rows of the trial (none for a server without a count)."""
-        kinds = {"cache": self.kind.value, "lock-store": CacheServer.REDIS.value}
-        return [{"run_id": run_id, "trial": trial, "server": server, "kind": kinds[server],
+        return [{"run_id": run_id, "trial": trial, "server": server, "kind": self._kinds[server],
                  "command": name, "calls": calls}
                 for server, counts in self.spent.items() for name, calls in sorted((counts or {}).items())]
 
@@ -165,4 +170,6 @@ class CommandCounts:
         return {"cache_commands": totals["cache"], "lock_commands": totals["lock-store"],
                 "cache_commands_per_request": per_request(totals["cache"]),
                 "lock_commands_per_request": per_request(totals["lock-store"]),
-                "cache_server": self.kind.value}
+                "cache_server": self.kind.value,
+                "front_counters": orjson.dumps(self.spent.get("front") or {}).decode()
+                if "front" in self.spent else ""}

@@ -16,15 +16,17 @@ from typing import Any
 
 from celery import Celery
 
-from coordinator import clock, dispatch, plugins, provenance
+from coordinator import plugins, provenance
+from coordinator.app_tier.connect import TierPlace, connect_tier, target_maker
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.faults.injector import TrialHooks
-from coordinator.liveness import Loss, LossCause, LossPolicy, Roster, WorkersLost
 from coordinator.manifest import Manifest, workload_json
 from coordinator.origin.prepare import prepare_origin
-from coordinator.plan import plan_trial, trial_order
-from coordinator.trial import TrialRunner
+from coordinator.trials import clock, dispatch
+from coordinator.trials.liveness import Loss, LossCause, LossPolicy, Roster, WorkersLost
+from coordinator.trials.plan import plan_trial, trial_order
+from coordinator.trials.runner import FIRST_SETUP_S, TrialRunner
 from model.services import Services
 from results.store.rundir import RunWriter
 from results.store.schema import MANIFEST_VERSION
@@ -71,6 +73,7 @@ class RunState:
                 "embedded_stack": c.embedded, "timing": vars(c.timing),
                 "faults": [f.label for f in c.faults], "expiry": c.expiry.value,
                 "workload": workload_json(c.workload),
+                "client_driver": c.client_driver.value,
             },
             "services": self.services.masked(),
             "coordinator": {"host": socket.gethostname(), "pid": os.getpid(),
@@ -82,17 +85,25 @@ class RunState:
 
 
 def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer: RunWriter,
-                   console: Console, hooks: TrialHooks | None = None) -> RunState:
+                   console: Console, hooks: TrialHooks | None = None,
+                   place: TierPlace | None = None) -> RunState:
+    """Every trial of ``config`` on these services (``place``: where the app tier is, when the
+    run has one); run.json rewritten as it goes."""
     state = RunState(writer.root.name, config, services)
     writer.write_meta(state.to_json(RunStatus.RUNNING))
     workers = dispatch.wait_for_workers(app, config.workers, config.timing.worker_wait_s,
                                         console.progress)
     console.say(f"workers: {len(workers)} answered ({', '.join(workers)})")
-    if want := plugins.check_workers(app, workers, plugins.expected(config.plugins, config.strategies)):
+    want = plugins.check_workers(app, workers, plugins.expected(config.plugins, config.strategies))
+    if want:
         state.meta["plugins"] = want
         console.say(f"plug-ins: every worker has {', '.join(f'{n} {v}' for n, v in want.items())}")
     state.hosts = provenance.hosts(app, workers)
     offsets, lead_s = _align_clocks(app, workers, config, console, state)
+    tier = None
+    if config.app.on:
+        tier, state.meta["app_tier"] = connect_tier(config, services, place or TierPlace(config.app.url),
+                                                    target_maker(config), want, console, offsets)
     state.versions = provenance.versions(services)
     state.meta["origin"] = prepare_origin(config, services, console)
     roster = state.roster = Roster(list(workers), config.on_worker_loss,
@@ -101,7 +112,7 @@ def run_experiment(config: LaunchConfig, services: Services, app: Celery, writer
     hooks = hooks or TrialHooks()
     runner = TrialRunner(config, services, app, writer, workers, offsets, console,
                          span_s=state.meta["origin"]["span_s"], hooks=hooks,
-                         products=state.meta["origin"].get("products", 0))
+                         products=state.meta["origin"].get("products", 0), tier=tier)
     caches = runner.events.expiry_meta()  # the first cache's keys as before, each cache's under "caches"
     state.meta["expiries"] = {**next(iter(caches.values())), "mode": config.expiry.value,
                               "caches": caches}
@@ -125,19 +136,40 @@ def _run_trials(state: RunState, roster: Roster, runner: TrialRunner, app: Celer
     """Every trial in order, each on the workers still in the roster (clients re-split);
     run.json rewritten after each."""
     config, console, writer = state.config, runner.console, runner.writer
-    order = trial_order(list(config.strategies), config.repeat)
-    for number, (spec, repeat) in enumerate(order, start=1):
+    counts = config.app.counts or (0,)
+    order = [(count, spec, repeat) for count in counts
+             for spec, repeat in trial_order(list(config.strategies), config.repeat)]
+    for number, (count, spec, repeat) in enumerate(order, start=1):
+        serving = _app_processes(runner, count, config, console)
         if number > 1:
             _recover(config, app, hooks, console, len(roster.active))
             _recheck(app, roster, number, console)
         schedule = replace(config.schedule(), workers=len(roster.active))
-        plan = plan_trial(schedule, number, spec, repeat, time.time_ns(), lead_s)
+        plan = plan_trial(schedule, number, spec, repeat, time.time_ns(),
+                          lead_s + runner.setup_lead_s())
+        if len(counts) > 1:  # the trials differ by their app processes too: the label says so
+            plan = replace(plan, variant=f"{serving} apps")
         known = len(roster.lost)
         record = runner.run(plan, of=len(order), workers=roster.active)
         roster.record(number, runner.last_lost, record["slow_workers"])
         state.trials.append(record)
         writer.write_meta(state.to_json(RunStatus.RUNNING))
         _follow_policy(roster, console, known)
+
+
+def _app_processes(runner: TrialRunner, count: int, config: LaunchConfig,
+                   console: Console) -> int:
+    """The app tier at ``count`` processes for the next trials (``--app-servers 1,2,4``); how
+    many serve (0: no tier)."""
+    if runner.tier is None:
+        return 0
+    before = len(runner.tier.tier.nodes)
+    serving = runner.tier.rescale(count, config.timing.worker_wait_s, console.progress)
+    if serving != before:  # new processes: their clocks beside ours, as the first ones'
+        runner.offsets.update(runner.tier.clock_offsets())
+        runner.setup_s = FIRST_SETUP_S  # their first build is slower, as the first trial's was
+        console.say(f"app tier: {serving} processes serve from now on")
+    return serving
 
 
 def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console: Console,
@@ -147,7 +179,10 @@ def _align_clocks(app: Celery, workers: list[str], config: LaunchConfig, console
     state.meta["clock_offsets"] = offsets
     worst = max(o["uncertainty_ns"] for o in offsets.values()) / 1e6
     console.say(f"clocks: {len(offsets)} offsets measured, uncertainty at most ±{worst:.2f} ms")
-    for warning in clock.check_uncertainty(offsets, config.ttl_s, config.force_clock):
+    # A black box's events and herds are on the coordinator's clock (its samples, its deletes):
+    # the workers' offsets only place its rows, so an uncertain one is a warning there.
+    force = config.force_clock or config.service is not None
+    for warning in clock.check_uncertainty(offsets, config.ttl_s, force):
         console.say(f"warning: {warning}")
     lead = clock.lead_s(offsets, config.timing)
     state.meta["lead_s"] = lead

@@ -15,6 +15,7 @@ the reason is said once and recorded.
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
 import time
@@ -54,13 +55,15 @@ class ExpiryListener:
     """A child process subscribed to the cache's key events; ``events`` takes a trial's share.
 
     ``cache`` is the coordinator's client of a Redis cache (None for memcached, whose watch
-    needs no configuration)."""
+    needs no configuration). ``configure`` False: the cache is someone else's (a black-box
+    service's): its notifications are never turned on, not even after a restart."""
 
     def __init__(self, cache_url: str, cache: redis.Redis | None,
-                 kind: CacheServer = CacheServer.REDIS) -> None:
-        self.unavailable = enable_notifications(cache) if cache is not None else None
+                 kind: CacheServer = CacheServer.REDIS, configure: bool = True) -> None:
+        self.unavailable = enable_notifications(cache) if cache is not None and configure else None
         self._child: Callable[[str, Connection], None] = (
-            _listen if kind is CacheServer.REDIS else _watch)
+            functools.partial(_listen, configure=configure) if kind is CacheServer.REDIS
+            else _watch)
         self.priority = "none"
         self._seen: list[tuple[str, str, int]] = []  # (key, event name, received at ns)
         self.gaps: list[list[int]] = []  # [down, up] instants; up is 0 while still down
@@ -173,7 +176,7 @@ class _Link:
         return True
 
 
-def _listen(url: str, conn: Connection) -> None:
+def _listen(url: str, conn: Connection, configure: bool = True) -> None:
     """The child: subscribe, then send each event with its arrival time (batched per poll).
 
     When the cache goes away (a fault, a restart) it says when the gap began and ended, and
@@ -184,7 +187,7 @@ def _listen(url: str, conn: Connection) -> None:
         _exit_if_orphaned()
         client = redis.Redis.from_url(url, socket_connect_timeout=2)
         try:
-            if link.gap_since is not None:  # a restarted server starts without our notifications
+            if link.gap_since is not None and configure:  # a restarted server starts without them
                 enable_notifications(client)
             pubsub = _subscribe(client)
             link.up()

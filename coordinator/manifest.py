@@ -16,14 +16,15 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 import strategies
-from coordinator.config import LaunchConfig
-from coordinator.defaults import Timing
+from coordinator.config import AppTierSettings, HttpSettings, LaunchConfig
+from coordinator.defaults import APP_THREADS, Timing
 from coordinator.faults import spec as fault_spec
-from coordinator.liveness import LossPolicy
 from coordinator.origin.user import Counter
-from coordinator.plan import ExpiryMode
+from coordinator.trials.liveness import LossPolicy
+from coordinator.trials.plan import ExpiryMode
 from model.custom import OriginKind
-from model.services import RedisPath, Services, mask_url
+from model.http.target import masked_header, masked_header_text
+from model.services import ClientDriver, RedisPath, Services, mask_url
 from model.workload import Workload
 from results.store.schema import MANIFEST_VERSION
 from strategies.plugins import PluginError, load_all
@@ -45,7 +46,7 @@ def workload_json(workload: Workload) -> dict[str, Any]:
     """The workload as run.json holds it: an HTTP origin's URL with its password masked (a
     rerun of such a run gets the masked URL: launch it again with the password instead)."""
     data = workload.to_json()
-    if workload.origin.kind is OriginKind.HTTP:
+    if workload.origin.kind in (OriginKind.HTTP, OriginKind.SERVICE):
         data["origin"] = {**data["origin"], "read": mask_url(workload.origin.read)}
     return data
 
@@ -64,11 +65,19 @@ def options_of(config: LaunchConfig) -> dict[str, Any]:
         "expiry": config.expiry.value,
         "workload": workload_json(config.workload), "embedded_stack": config.embedded,
         "on_worker_loss": config.on_worker_loss.value, "redis_client": config.redis_client.value,
+        "client_driver": config.client_driver.value,
         # services given by URL beside the embedded stack (their URLs are given again to rerun)
         "given": sorted(k for k, v in vars(config.given).items() if v) if config.given else [],
         "counter": {"url": mask_url(config.counter.url) if config.counter.url else "",
                     "name": config.counter.name},
         "plugins": list(config.plugins),
+        # the app tier (--app-servers); a remote one's URLs are given again to rerun
+        "app": {"counts": list(config.app.counts), "threads": config.app.threads,
+                "kind": config.app.kind},
+        # the HTTP clients' options (a credential header's value masked: give it again to rerun)
+        "http": {"headers": [list(masked_header(*h)) for h in config.http.headers],
+                 "connect_ms": config.http.connect_ms, "read_ms": config.http.read_ms,
+                 "verify": config.http.verify},
     })
     return options
 
@@ -96,12 +105,29 @@ def config_of(options: Mapping[str, Any], out: Path, services: Services | None) 
             on_worker_loss=LossPolicy(options.get("on_worker_loss", LossPolicy.CONTINUE)),
             # runs recorded before --redis-client ran on the pooled client
             redis_client=RedisPath(options.get("redis_client", RedisPath.POOLED)),
+            # runs recorded before --client-driver ran on threads
+            client_driver=ClientDriver(options.get("client_driver", ClientDriver.THREADS)),
             counter=Counter(**options.get("counter", {})),
             plugins=tuple(options.get("plugins") or ()),
+            app=AppTierSettings(counts=tuple(int(c) for c in options.get("app", {}).get("counts", [])),
+                                threads=int(options.get("app", {}).get("threads", APP_THREADS)),
+                                # runs recorded before --app-kind ran on the WSGI app
+                                kind=str(options.get("app", {}).get("kind", "wsgi"))),
+            http=_http(options.get("http")),  # absent in runs recorded before it: the defaults
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ManifestError(f"the manifest's options do not make a run: {type(exc).__name__}: {exc}"
                             ) from None
+
+
+def _http(recorded: object) -> HttpSettings:
+    if recorded is None:
+        return HttpSettings()
+    if not isinstance(recorded, Mapping):
+        raise ValueError("http must be an object")
+    return HttpSettings(tuple((str(n), str(v)) for n, v in recorded.get("headers", [])),
+                        float(recorded["connect_ms"]), float(recorded["read_ms"]),
+                        bool(recorded["verify"]))
 
 
 def _secrets(urls: Sequence[str]) -> set[str]:
@@ -119,7 +145,7 @@ def _secrets(urls: Sequence[str]) -> set[str]:
 def _mask_arg(arg: str) -> str:
     flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
     if "://" not in value:
-        return arg
+        return flag + eq + masked_header_text(value) if ":" in value else arg
     try:
         return flag + eq + mask_url(value)
     except ValueError:

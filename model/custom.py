@@ -29,6 +29,7 @@ class OriginKind(enum.StrEnum):
     BUILTIN = "builtin"  # the seeded tables and their statements (--mix)
     SQL = "sql"  # --origin-sql against --origin-dsn
     HTTP = "http"  # --origin-url
+    SERVICE = "service"  # --service-url: the user's running service; its origin is its own
 
 
 READS = ("SELECT", "WITH", "VALUES", "TABLE")  # statements that can be a read (the server confirms)
@@ -74,9 +75,8 @@ def check_statement(option: str, sql: str, reads_only: bool = True) -> str:
     return text
 
 
-def check_url_template(url: str) -> str:
+def check_url_template(url: str, option: str = "--origin-url") -> str:
     """An http(s) URL with a host and ``{key}`` in its path or query; else InvalidOrigin."""
-    option = "--origin-url"
     try:
         parts = urlsplit(url)
         port_ok = parts.port is None or 0 < parts.port < 65536
@@ -108,8 +108,9 @@ class CustomOrigin:
             if self.read or self.write:
                 raise InvalidOrigin("--origin-sql", "a built-in origin takes no statement")
             return
-        if self.kind is OriginKind.HTTP:
-            check_url_template(self.read)
+        if self.kind in (OriginKind.HTTP, OriginKind.SERVICE):
+            check_url_template(self.read, "--origin-url" if self.kind is OriginKind.HTTP
+                               else "--service-url")
             if self.write:
                 raise InvalidOrigin("--write-sql", "an HTTP origin takes no --write-sql")
         else:

@@ -9,7 +9,7 @@ from typing import Protocol
 from psycopg_pool import ConnectionPool
 
 from model.custom import CustomOrigin, OriginKind
-from model.http_origin import HttpLoader
+from model.http.origin import HttpLoader
 from model.origin import Committed, EndpointLoader, OriginShape
 from model.services import WORKER_APP, make_pool
 from model.sql_origin import SqlLoader
@@ -42,8 +42,9 @@ def loader_for(ep: Endpoint, origin: CustomOrigin, pool: ConnectionPool | None, 
 
 def origin_pool(dsn: str, origin: CustomOrigin, size: int, app_name: str = WORKER_APP,
                 check: bool = False) -> ConnectionPool | None:
-    """The origin pool of a process: none for an HTTP origin; read-only sessions for the user's
-    statement unless it may write (``--write-sql``, ``--allow-writes``)."""
-    if origin.kind is OriginKind.HTTP:
+    """The origin pool of a process: none for an HTTP origin or a black-box service (its origin
+    is its own); read-only sessions for the user's statement unless it may write
+    (``--write-sql``, ``--allow-writes``)."""
+    if origin.kind in (OriginKind.HTTP, OriginKind.SERVICE):
         return None
     return make_pool(dsn, size, app_name=app_name, check=check, read_only=origin.read_only)

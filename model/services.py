@@ -135,6 +135,13 @@ class RedisPath(enum.StrEnum):
     POOLED = "pooled"  # redis.Redis over a shared pool: the reference, and the fallback
 
 
+class ClientDriver(enum.StrEnum):
+    """What runs a trial's clients on a worker (``--client-driver``; docs/distributed.md)."""
+
+    THREADS = "threads"  # one thread per client (worker.trial): the default
+    ASYNCIO = "asyncio"  # one coroutine per client in one event loop per worker (worker.aio.trial)
+
+
 def _client_kwargs(retries: int) -> dict[str, Any]:
     """No retries by default: redis-py would otherwise retry a dead server 10 times with backoff,
     hiding the failure for seconds; in the measured path a failed command is an error row,

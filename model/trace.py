@@ -17,8 +17,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.csv as pcsv
-import pyarrow.parquet as pq
 
 MAX_TRACE = 200_000  # requests: the trace travels in every trial task
 TIME_COLUMNS = ("t", "timestamp")
@@ -86,6 +84,11 @@ class TraceArrivals:
 
 
 def _read(path: Path) -> pa.Table:
+    """The trace file, Parquet or CSV. Their readers are imported here, by the coordinator only:
+    imported with this module they put 13 MB in every worker process (which never reads one)."""
+    import pyarrow.csv as pcsv  # noqa: PLC0415 - see the docstring
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
     try:
         with open(path, "rb") as handle:
             magic = handle.read(4)

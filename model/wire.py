@@ -11,7 +11,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 import strategies
-from model.services import RedisPath
+from model.http.target import HttpTarget
+from model.services import ClientDriver, RedisPath
 from model.workload import InvalidWorkload, KeySet, Query, Workload, single
 from strategies import StrategySpec
 from strategies.plugins import PluginError, load_all
@@ -21,15 +22,33 @@ CLOCK = "stampede.clock"
 BASELINE = "stampede.baseline"
 HOST_FACTS = "stampede.host_facts"  # the worker host's cores, memory, kernel (model.hostfacts)
 PLUGINS = "stampede.plugins"  # the worker imports the run's plug-ins, reports their versions
-# The key of the heartbeat number in the liveness readings (coordinator.liveness): a new
+# The key of the heartbeat number in the liveness readings (coordinator.trials.liveness): a new
 # number is a sign of life, its absence for --worker-silence a lost worker.
 BEAT = "beat"
+ALIVE_TTL_MS = 60_000  # each beat sets its key to live this long: a beat number outlives any silence limit
 
 
 def alive_key(node: str) -> str:
     """Where a worker's beater (worker.heartbeat, a process of its own) sets its beat number,
-    on the broker's Redis: ``"<number> <wall clock ns>"``."""
+    on the broker's Redis: ``"<number> <wall clock ns>"``, then what its clients sent in the
+    current trial, ``" <the trial's start instant, ns> <requests> <ns since that instant>"``."""
     return f"stampede:alive:{node}"
+
+
+def beat_sent(beat: object, trial_start_ns: int) -> tuple[int, int] | None:
+    """(requests sent, ns since the start instant) a beat carries for the trial starting at
+    ``trial_start_ns`` (one trial of one run: trial numbers repeat across runs); None when it
+    carries none for it (a beat between trials, or from a worker older than issue 31)."""
+    text = beat.decode() if isinstance(beat, bytes) else beat
+    parts = text.split() if isinstance(text, str) else []
+    try:
+        if len(parts) == 5 and int(parts[2]) == trial_start_ns and int(parts[4]) > 0:
+            return int(parts[3]), int(parts[4])
+    except ValueError:  # a beat is input from the network: a garbled one shows no rate
+        return None
+    return None
+
+
 # Settings of the Celery app on both sides: JSON only, no other serializer accepted.
 CELERY_SETTINGS: dict[str, Any] = {
     "task_serializer": "json",
@@ -84,6 +103,12 @@ class TrialSpec:
     products: int = 0  # rows in the products table (endpoints of experiment 003)
     expiry_grid_ns: int = 0  # --expiry aligned: the first scheduled expiry (coordinator clock); 0: drift
     plugins: list[str] = field(default_factory=list)  # --plugin modules, imported before the check
+    # An HTTP trial (issue 32): the client threads GET this target (an HttpTarget's JSON) instead
+    # of running the strategy themselves; None: the strategy in the client thread, as always.
+    http: dict[str, Any] | None = None
+    # --client-driver: threads (a thread per client) or asyncio (coroutines in one event loop
+    # per worker process, worker.aio.trial); absent: threads, as before.
+    client_driver: str = ClientDriver.THREADS.value
 
     @classmethod
     def from_json(cls, data: object) -> TrialSpec:
@@ -117,6 +142,15 @@ class TrialSpec:
         except InvalidWorkload as exc:
             raise InvalidTaskArguments(f"workload: {exc}") from None
 
+    def http_target(self) -> HttpTarget | None:
+        """The HTTP trial's target, validated (None: not an HTTP trial)."""
+        if self.http is None:
+            return None
+        try:
+            return HttpTarget.from_json(self.http)
+        except ValueError as exc:
+            raise InvalidTaskArguments(f"http: {exc}") from None
+
     def strategy_spec(self) -> StrategySpec:
         try:
             return strategies.from_mapping(self.strategy, self.params)
@@ -148,7 +182,8 @@ class TrialSpec:
             _in_range("expiry_grid_ns - start_ns", self.expiry_grid_ns - self.start_ns, 0, HOUR_NS)
         if self.stage_start_ns:
             _in_range("stage_start_ns - start_ns", self.stage_start_ns - self.start_ns, 0, HOUR_NS)
-        self.workload_spec()
+        self._check_http(self.workload_spec())
+        self._check_driver(self.workload_spec())
         if not self.keys or len(self.keys) > 10**6:
             raise InvalidTaskArguments("keys must hold 1 to 1,000,000 names")
         if not all(isinstance(k, str) and 0 < len(k) <= 200 for k in self.keys):
@@ -156,14 +191,49 @@ class TrialSpec:
         self.strategy_spec()
 
 
+    def _check_driver(self, workload: Workload) -> None:
+        """The asyncio driver runs ported strategies only, in clients of their own (no HTTP
+        target, no origin writer); one line naming what it cannot run."""
+        if self.client_driver not in {d.value for d in ClientDriver}:
+            raise InvalidTaskArguments(f"client_driver {self.client_driver!r} is not one of "
+                                       f"{'|'.join(d.value for d in ClientDriver)}")
+        if self.client_driver != ClientDriver.ASYNCIO.value:
+            return
+        if self.http is not None:
+            raise InvalidTaskArguments("client_driver asyncio: an HTTP trial runs on threads only")
+        if workload.invalidate_rate > 0:
+            raise InvalidTaskArguments("client_driver asyncio: no origin writer "
+                                       "(--invalidate-rate) on the asyncio driver")
+        from strategies.drivers.aio import for_asyncio  # noqa: PLC0415 - redis.asyncio: only here
+
+        try:
+            for_asyncio(self.strategy_spec(), self.ttl_ms)
+        except strategies.InvalidStrategy as exc:
+            raise InvalidTaskArguments(f"client_driver asyncio: {exc}") from None
+
+    def _check_http(self, workload: Workload) -> None:
+        """An HTTP trial has no origin on the worker: nothing may go to it straight."""
+        if self.http_target() is None:
+            return
+        if any(workload.bypass_at(s) > 0 for s in range(workload.stages)):
+            raise InvalidTaskArguments("http: an HTTP trial cannot bypass the cache (--bypass): "
+                                       "the worker opens no origin pool for it")
+        if workload.invalidate_rate > 0:
+            raise InvalidTaskArguments("http: an HTTP trial has no origin writer "
+                                       "(--invalidate-rate)")
+
+
+_NULLABLE = frozenset({"redis_max_connections", "http"})
 _TYPES: dict[str, tuple[type, ...]] = {
     "run_id": (str,),
     "strategy": (str,),
     "redis_client": (str,),
+    "client_driver": (str,),
     "params": (dict,),
     "keys": (list,),
     "workload": (dict,),
     "plugins": (list,),
+    "http": (dict,),
     "origin_span_s": (int, float),
     "progress_interval_s": (int, float),
 }
@@ -171,7 +241,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 
 def _take(data: Mapping[str, Any], name: str) -> Any:
     value = data[name]
-    if value is None and name == "redis_max_connections":
+    if value is None and name in _NULLABLE:
         return None
     allowed = _TYPES.get(name, (int,))
     if isinstance(value, bool) or not isinstance(value, allowed):

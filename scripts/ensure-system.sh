@@ -5,6 +5,7 @@
 # Nothing else: Prometheus and its exporters (only --observe uses them) are `make observe-deps`.
 # On Debian as root missing pieces are installed with apt; otherwise we say what to install.
 set -eu
+. "$(dirname "$0")/apt-missing.sh"
 python=${PYTHON:-python3}
 
 missing=""
@@ -16,15 +17,7 @@ for dir in ${STAMPEDE_PG_BINDIR:-} /usr/lib/postgresql/*/bin; do
   fi
 done
 [ -n "$found_pg" ] || missing="$missing postgresql"
-[ -z "$missing" ] && exit 0
-
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "installing with apt-get:$missing" >&2
-  apt-get update -qq
-  # shellcheck disable=SC2086  # one word per package
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-  exit 0
-fi
-echo "missing:$missing. On Debian: sudo apt-get install$missing" >&2
+# shellcheck disable=SC2086  # one word per package
+install_missing "stampede-lab" $missing && exit 0
 echo "(or point STAMPEDE_PG_BINDIR at the directory holding initdb and postgres)" >&2
 exit 1

@@ -3,7 +3,7 @@
 Importing this package registers every built-in strategy.
 """
 
-from strategies import lease, local, lock, naive, swr, twolevel, xfetch
+from strategies import fronts, lease, local, lock, naive, swr, twolevel, xfetch
 from strategies.base import (
     Background,
     Deps,
@@ -34,6 +34,7 @@ __all__ = [
     "StrategySpec",
     "close_strategy",
     "from_mapping",
+    "fronts",
     "lease",
     "local",
     "lock",

@@ -31,6 +31,9 @@ class Outcome(enum.IntEnum):
     FILLED = 2
     WAITED = 3
     ERROR = 4
+    # A value came back and the server did not say how (an HTTP target that sends no outcome
+    # header: a static or black-box service): neither a hit nor a fill can be claimed.
+    ANSWERED = 5
 
 
 # The hit path's answer, bound once: reading ``Outcome.HIT`` goes through the Enum class's
@@ -46,7 +49,11 @@ class Probe:
     """
 
     __slots__ = (
+        "age_s",
+        "cache_status",
         "fallback",
+        "http_bytes",
+        "http_status",
         "local_hit",
         "lock_wait_ns",
         "origin_calls",
@@ -62,6 +69,15 @@ class Probe:
 
     def __init__(self) -> None:
         self.reset()
+        # HTTP clients (model.http): the response's status and body bytes (0: not HTTP), the
+        # HTTP cache's word (model.http.CacheStatus, 0: none) and its Age header (-1: none).
+        # Not cleared by ``reset``: only an HTTP trial's request sets them, and it sets all four
+        # on every request, failed ones too (worker.http_fetch); the other trials' stay as here,
+        # and their requests pay nothing for them.
+        self.http_status = 0
+        self.http_bytes = 0
+        self.cache_status = 0
+        self.age_s = -1
 
     def reset(self) -> None:
         self.origin_calls = 0
@@ -101,6 +117,16 @@ class Background(Protocol):
     def submit(self, key: str, job: Job) -> None: ...
 
 
+class Clock(Protocol):
+    """The time a strategy's logic reads (strategies.core): a monotonic clock for waits, the
+    wall clock for expiries and version stamps. The drivers give the system's; a test or a
+    simulation gives its own (``Deps.clock``)."""
+
+    def now_ns(self) -> int: ...
+
+    def wall_ns(self) -> int: ...
+
+
 @dataclass(frozen=True)
 class Servers:
     """Where the cache and the lock store are, for strategies that bring a client of their own
@@ -130,6 +156,8 @@ class Deps:
     background: Background | None = None
     expiry_grid: ExpiryGrid | None = None  # --expiry aligned; None: each value lives one TTL
     servers: Servers | None = None  # for strategies with clients of their own (adapters/)
+    clock: Clock | None = None  # the ported strategies' clock (strategies.core); None: the system's
+    sleep: Callable[[float], None] | None = None  # how their threaded driver waits; None: time.sleep
 
 
 class Strategy(Protocol):

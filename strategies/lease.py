@@ -9,40 +9,25 @@ so there is no separate lock store to fail: a failing cache is an error.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
 from strategies import envelope, version
-from strategies.base import Deps, LockWaitTimeout, Outcome, Probe
-from strategies.commands import Arg, Command, set_command
+from strategies.base import Deps, Outcome, Probe
+from strategies.commands import Command, set_command
+from strategies.core.lease import (
+    GET_OR_LEASE,
+    INVALIDATE,
+    SET_WITH_LEASE,
+    LeaseCore,
+    lease_keys,
+    new_token,
+)
+from strategies.drivers.sync import SyncDriver, clock_of
 from strategies.params import OnWrite, Ttl, WaitParams
 from strategies.registry import register
-from strategies.waiting import Waiter
 
-# KEYS: value, lease, stale. ARGV: token, lease_ms. Returns {0, value} | {1} lease granted |
-# {2, stale envelope} | {3} wait and retry.
-_GET_OR_LEASE = """
-local v = redis.call('get', KEYS[1])
-if v then return {0, v} end
-if redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then return {1} end
-local s = redis.call('get', KEYS[3])
-if s then return {2, s} end
-return {3}
-"""
-# KEYS: value, lease, stale. ARGV: token, value, ttl_ms, stale_ms, stale envelope.
-_SET_WITH_LEASE = """
-if redis.call('get', KEYS[2]) ~= ARGV[1] then return 0 end
-redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if tonumber(ARGV[4]) > 0 then
-    redis.call('set', KEYS[3], ARGV[5], 'PX', tonumber(ARGV[3]) + tonumber(ARGV[4]))
-end
-redis.call('del', KEYS[2])
-return 1
-"""
-_INVALIDATE = "return redis.call('del', KEYS[1], KEYS[2])"
+__all__ = ["GET_OR_LEASE", "SET_WITH_LEASE", "Lease", "LeaseParams"]
 
 
 @dataclass(frozen=True)
@@ -61,64 +46,46 @@ class LeaseParams(WaitParams):
 
 
 def _keys(key: str) -> list[str]:
-    return [key, f"lease:{key}", f"stale:{key}"]
+    return list(lease_keys(key))
 
 
 @register
 class Lease:
+    """Its logic: ``strategies.core.lease``, run by the threaded driver; ``fetch`` sends the
+    first script call itself and starts the core's generator only when that did not answer."""
+
     name: ClassVar[str] = "lease"
     Params = LeaseParams
+    sans_io: ClassVar[bool] = True  # the asyncio driver runs its core's steps
 
     def __init__(self, deps: Deps, params: LeaseParams) -> None:
         self._deps = deps
         self._params = params
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
-        self._waiter = Waiter(deps.cache, params, params.lease_ms, contextlib.nullcontext)
-        self._get = deps.cache.script(_GET_OR_LEASE)
-        self._set = deps.cache.script(_SET_WITH_LEASE)
-        self._invalidate = deps.cache.script(_INVALIDATE)
+        self.core = LeaseCore(self._ttl, clock_of(deps), params, params.lease_ms, params.stale_ms)
+        self.driver = SyncDriver(deps)
+        self._get = deps.cache.script(GET_OR_LEASE)
+        self._invalidate = deps.cache.script(INVALIDATE)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
-        started = time.perf_counter_ns()
-        deadline = self._waiter.deadline_ns(started)
-        for attempt in range(1_000_000):
-            token = os.urandom(8).hex().encode()
-            reply = self._get(_keys(key), [token, self._params.lease_ms])
-            if reply[0] == 0:
-                probe.lock_wait_ns = time.perf_counter_ns() - started if attempt else 0
-                version.served(probe, reply[1])
-                return Outcome.WAITED if attempt else Outcome.HIT
-            if reply[0] == 1:
-                probe.lock_wait_ns = time.perf_counter_ns() - started
-                self._fill(key, token, probe)
-                return Outcome.FILLED
-            if reply[0] == 2:
-                stale = envelope.unpack(reply[1])
-                # past its expiry; a copy served because a write removed the value before its
-                # expiry has age 0 here (how far behind it is shows in its version)
-                probe.stale_age_ns = max(0, -stale.left_us(envelope.now_us()) * 1000)
-                version.served(probe, stale.payload)
-                return Outcome.STALE
-            if time.perf_counter_ns() >= deadline:
-                break
-            self._waiter.pause(key, deadline)
-        raise LockWaitTimeout(f"no value or lease for {key!r} after {self._params.max_wait_ms} ms")
+        started = self.core.clock.now_ns()
+        token = new_token()
+        reply = self._get(_keys(key), [token, self._params.lease_ms])
+        outcome = self.core.answer(reply, 0, started, probe)
+        if outcome is None:
+            outcome = self.driver.run(self.core.rest(key, token, reply, started, probe), probe)
+        return outcome
 
     def set_with_lease(self, key: str, token: bytes, value: bytes, probe: Probe | None = None,
                        ) -> bool:
         """Store ``value`` if ``token`` still owns the lease; False when it was cancelled."""
-        ttl_ms = self._ttl.draw_ms()
-        stale = envelope.pack(value, envelope.now_us() + ttl_ms * 1000)
-        args: list[Arg] = [token, value, ttl_ms, self._params.stale_ms, stale]
-        sent = time.time_ns()
-        accepted = bool(self._set(_keys(key), args))
-        if accepted and probe is not None:
-            version.stored(probe, value, sent)
+        accepted: bool = self.driver.run(self.core.set_with_lease(key, token, value, probe),
+                                         probe or Probe())
         return accepted
 
     def lease(self, key: str) -> bytes | None:
         """Ask for a lease on a missing key: the token, or None (value present or leased)."""
-        token = os.urandom(8).hex().encode()
+        token = new_token()
         reply = self._get(_keys(key), [token, self._params.lease_ms])
         return token if reply[0] == 1 else None
 
@@ -133,14 +100,6 @@ class Lease:
 
     def cached_version(self, key: str) -> int | None:
         return version.cached_version(self._deps.cache, key)
-
-    def _fill(self, key: str, token: bytes, probe: Probe) -> None:
-        """A rejected set (lease cancelled meanwhile) still answers this request with the value
-        it computed; it just is not cached."""
-        value = self._deps.loader.load(key, probe)
-        version.served(probe, value)
-        if self.set_with_lease(key, token, value, probe):
-            self._waiter.wake(key)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         commands: list[Command] = [("DEL", f"lease:{key}"), set_command(key, value, pxat=expire_at_ms)]

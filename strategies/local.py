@@ -3,18 +3,30 @@
 Threads of one process that miss the same key elect one leader (Go's singleflight); only the
 leader takes part in lock-dc against the lock store, the others wait on an in-process event.
 So one worker sends one lock attempt per key, not one per thread.
+
+``distributed=false`` drops the distributed layer: the leader reads the cache again and fills
+itself (Go's singleflight alone, as a service without a lock store runs it). The herd of an
+expiry is then bounded by the number of processes, not by the clients: what the app tier shows.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from dataclasses import dataclass
 from typing import ClassVar
 
 from strategies.base import Deps, LockWaitTimeout, Outcome, Probe, StrategyError
 from strategies.lock import Lock
 from strategies.params import LockParams
 from strategies.registry import register
+
+
+@dataclass(frozen=True)
+class LocalLockParams(LockParams):
+    """``distributed``: the leader fills under lock-dc's distributed lock (True) or alone."""
+
+    distributed: bool = True
 
 
 class _Call:
@@ -30,9 +42,13 @@ class _Call:
 class LocalLock(Lock):
     name: ClassVar[str] = "local-lock"
     double_check: ClassVar[bool] = True
+    sans_io: ClassVar[bool] = False  # not ported: its in-process leader is threaded
 
-    def __init__(self, deps: Deps, params: LockParams) -> None:
+    Params = LocalLockParams
+
+    def __init__(self, deps: Deps, params: LocalLockParams) -> None:
         super().__init__(deps, params)
+        self._distributed = params.distributed
         self._max_wait_s = params.max_wait_ms / 1000
         self._calls: dict[str, _Call] = {}
         self._mutex = threading.Lock()
@@ -49,7 +65,7 @@ class LocalLock(Lock):
 
     def _lead(self, key: str, call: _Call, probe: Probe) -> Outcome:
         try:
-            outcome = super().fill_or_wait(key, probe)
+            outcome = super().fill_or_wait(key, probe) if self._distributed else self._alone(key, probe)
             call.version = probe.version_served
             return outcome
         except BaseException as exc:
@@ -59,6 +75,14 @@ class LocalLock(Lock):
             with self._mutex:
                 del self._calls[key]
             call.done.set()
+
+    def _alone(self, key: str, probe: Probe) -> Outcome:
+        """The leader without the distributed lock: read again (another process, or an
+        earlier leader of this one, may have filled since the miss), else fill."""
+        if self._present(key, probe):
+            return Outcome.HIT
+        self._fill(key, probe)
+        return Outcome.FILLED
 
     def _follow(self, key: str, call: _Call, probe: Probe) -> Outcome:
         started = time.perf_counter_ns()

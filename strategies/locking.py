@@ -1,4 +1,5 @@
-"""A Redis lock with an owner token: only the holder that set it can delete it."""
+"""A Redis lock with an owner token, called directly: priming takes it outside any request (the
+requests' lock is ``strategies.core.flight``, the same commands as steps)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,10 @@ import redis
 
 from strategies.base import LockStoreDown
 from strategies.commands import Commands
+from strategies.core.flight import RELEASE as _RELEASE
+from strategies.core.flight import lock_key
 
-# Compare-and-delete in one server-side step, so a holder whose lock already expired cannot
-# delete the lock that another client took after it.
-_RELEASE = """
-if redis.call('get', KEYS[1]) == ARGV[1] then
-    return redis.call('del', KEYS[1])
-end
-return 0
-"""
-
-
-def lock_key(key: str) -> str:
-    return f"lock:{key}"
+__all__ = ["OwnedLock", "lock_key", "lock_store"]
 
 
 @contextmanager

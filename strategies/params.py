@@ -113,9 +113,12 @@ class Expiry(NamedTuple):
     px: int | None
     pxat: int | None
 
-    def at_ms(self) -> int:
-        """The expiry instant in ms since the epoch, as this host reckons it."""
-        return self.pxat if self.pxat is not None else time.time_ns() // 1_000_000 + (self.px or 0)
+    def at_ms(self, now_ms: int | None = None) -> int:
+        """The expiry instant in ms since the epoch, as this host reckons it (``now_ms``: the
+        caller's clock, a driver's or a simulation's; None: the system's)."""
+        if self.pxat is not None:
+            return self.pxat
+        return (time.time_ns() // 1_000_000 if now_ms is None else now_ms) + (self.px or 0)
 
 
 class Ttl:
@@ -133,16 +136,20 @@ class Ttl:
     def base_ms(self) -> int:
         return self._base_ms
 
-    def draw(self) -> Expiry:
-        """The expiry of a value written now: relative, or on the grid absolute."""
+    def draw(self, now_ms: int | None = None) -> Expiry:
+        """The expiry of a value written now (``now_ms``: the caller's clock; None: the
+        system's): relative, or on the grid absolute."""
         if self._grid is None:
             return Expiry(self.draw_ms(), None)
-        return Expiry(None, time.time_ns() // 1_000_000 + self.draw_ms())
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        return Expiry(None, now_ms + self.draw_ms(now_ms))
 
-    def draw_ms(self) -> int:
+    def draw_ms(self, now_ms: int | None = None) -> int:
         ttl = self._base_ms
         if self._grid is not None:
-            now_ms = time.time_ns() // 1_000_000
+            if now_ms is None:
+                now_ms = time.time_ns() // 1_000_000
             ttl = self._grid.next_ms(now_ms) - now_ms
         if not self._jitter:
             return ttl

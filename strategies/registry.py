@@ -22,6 +22,9 @@ from strategies import fallback
 from strategies.base import CacheServer, Deps, Strategy
 
 ENTRY_POINTS = "stampede_lab.strategies"
+# The asyncio libraries' adapters (adapters/aio): not buildable by the threaded workers, so a
+# group of their own, whose names ``strategy_class`` refuses with one line.
+ASYNC_ENTRY_POINTS = "stampede_lab.async_strategies"
 
 
 class InvalidStrategy(ValueError):
@@ -64,6 +67,8 @@ def strategy_class(name: str) -> StrategyClass:
     if name in _REGISTRY:
         return _REGISTRY[name]
     point = _entry_points().get(name)
+    if point is None and is_async(name):
+        return _async_class(name)
     if point is None:
         raise InvalidStrategy(f"unknown strategy {name!r} (known: {', '.join(names())})")
     try:
@@ -75,6 +80,34 @@ def strategy_class(name: str) -> StrategyClass:
                               f"{getattr(cls, 'name', None)!r}")
     _REGISTRY[name] = cls
     return cls  # type: ignore[no-any-return]
+
+
+def is_async(name: str) -> bool:
+    """``name`` is an asyncio library adapter (adapters/aio): only the asgi app tier runs it."""
+    return name in _async_entry_points()
+
+
+@functools.cache
+def _async_entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ASYNC_ENTRY_POINTS)}
+
+
+@functools.cache
+def _async_class(name: str) -> StrategyClass:
+    """An asyncio adapter's class, for its name, parameters and label (never built here: the
+    asgi app tier builds it with adapters.aio.registry)."""
+    point = _async_entry_points()[name]
+    try:
+        cls = point.load()
+    except ImportError as exc:
+        raise InvalidStrategy(
+            f"async strategy {name!r} needs the Python package {exc.name or str(exc)!r}, which is "
+            "not installed (pip install 'stampede-lab[async-libraries]')") from None
+    return cls  # type: ignore[no-any-return]
+
+
+ASYNC_ONLY = ("is an asyncio library adapter (adapters/aio): only the asyncio app tier runs it "
+              "(--app-servers N --app-kind asgi)")
 
 
 def _missing(name: str, point: metadata.EntryPoint, exc: ImportError) -> str:
@@ -110,7 +143,14 @@ class StrategySpec:
     def build(self, deps: Deps) -> Strategy:
         """The strategy, wrapped by its ``on_cache_error`` policy (strategies.fallback)."""
         cls = strategy_class(self.name)
+        if is_async(self.name):
+            raise InvalidStrategy(f"strategy {self.name!r} {ASYNC_ONLY}")
         return fallback.build(cls, deps, cls.Params(**self.params))
+
+    @property
+    def is_async(self) -> bool:
+        """An asyncio library adapter (adapters/aio), built by the asgi app tier only."""
+        return is_async(self.name)
 
     @property
     def cache_server(self) -> CacheServer:

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Generator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import redis
 from redis.client import PubSub
@@ -20,6 +21,9 @@ from redis.client import PubSub
 from strategies import version
 from strategies.base import HIT, Deps, Outcome, Probe, StrategyError
 from strategies.commands import Commands, set_command
+from strategies.core.cacheaside import LockCore
+from strategies.core.effects import CACHE, Load, Pipeline
+from strategies.drivers.sync import clock_of
 from strategies.lock import Lock
 from strategies.params import Expiry, LockParams
 from strategies.registry import register
@@ -97,14 +101,30 @@ class Invalidations:
         self._thread.join(5.0)
 
 
+class TwoLevelCore(LockCore):
+    """lock-dc's logic, whose fill also publishes the key (every process drops its copy).
+    Two-level's local layer and its listener thread are not ported: they stay threaded."""
+
+    def fill(self, key: str, probe: Probe) -> Generator[Any, Any, None]:
+        value = yield Load(key)
+        version.served(probe, value)
+        sent = self.clock.wall_ns()
+        expiry = self.ttl.draw(sent // 1_000_000)
+        yield Pipeline(CACHE, (set_command(key, value, px=expiry.px, pxat=expiry.pxat),
+                               ("PUBLISH", CHANNEL, key)))
+        version.stored(probe, value, sent)
+
+
 @register
 class TwoLevel(Lock):
     name: ClassVar[str] = "two-level"
     Params = TwoLevelParams
     double_check: ClassVar[bool] = True
+    sans_io: ClassVar[bool] = False  # not ported: its local layer and listener are threaded
 
     def __init__(self, deps: Deps, params: TwoLevelParams) -> None:
         super().__init__(deps, params)
+        self.core = TwoLevelCore(self._ttl, clock_of(deps), params, self.double_check)
         self._local_ttl_s = params.local_ttl_ms / 1000
         self.local: dict[str, tuple[float, bytes]] = {}
         self._invalidations = Invalidations(deps.cache, self.local)
@@ -139,11 +159,6 @@ class TwoLevel(Lock):
             self._fill(key, probe)
             return
         self._deps.cache.pipeline(("DEL", key), ("PUBLISH", CHANNEL, key))
-
-    def _fill(self, key: str, probe: Probe) -> None:
-        value = self._deps.loader.load(key, probe)
-        version.served(probe, value)
-        self.write(key, value, self._ttl.draw(), probe)
 
     def close(self) -> None:
         self._invalidations.close()

@@ -11,30 +11,25 @@ the current (still fresh) value.
 from __future__ import annotations
 
 import enum
-import math
-import random
 import time
 from dataclasses import dataclass
 from typing import ClassVar
 
 from strategies import envelope, version
-from strategies.base import HIT, Deps, LockStoreDown, Outcome, Probe
-from strategies.flight import SingleFlight
+from strategies.base import Deps, Probe
+from strategies.core.xfetch import XFetchCore, XFetchLockCore, draw, should_recompute
+from strategies.drivers.sync import Driven, SyncDriver, clock_of
 from strategies.lock import prime_under_lock
-from strategies.locking import lock_key
-from strategies.params import CommonParams, LockErrorPolicy, LockParams, Ttl
+from strategies.locking import OwnedLock
+from strategies.params import CommonParams, LockParams, Ttl
 from strategies.registry import register
 
-
-def should_recompute(now_s: float, expiry_s: float, delta_s: float, beta: float,
-                     rand: float) -> bool:
-    """The XFetch test; ``rand`` must be in (0, 1]."""
-    return now_s - delta_s * beta * math.log(rand) >= expiry_s
+__all__ = ["DeltaMode", "XFetch", "XFetchLock", "draw", "should_recompute"]
 
 
-def draw() -> float:
-    """Uniform in (0, 1]: ``random()`` is in [0, 1), and ln(0) is undefined."""
-    return 1.0 - random.random()
+def _draw() -> float:
+    """This module's ``draw`` looked up at each call (a test may replace it)."""
+    return draw()
 
 
 class DeltaMode(enum.StrEnum):
@@ -61,54 +56,25 @@ class XFetchLockParams(LockParams, XFetchParams):
 
 
 @register
-class XFetch(version.CacheAside):
-    """Early recompute without a lock: at full expiry every reader misses (like naive)."""
+class XFetch(Driven, version.CacheAside):
+    """Early recompute without a lock: at full expiry every reader misses (like naive).
+    Its logic: ``strategies.core.xfetch``."""
 
     name: ClassVar[str] = "xfetch"
     enveloped: ClassVar[bool] = True
     Params: ClassVar[type[XFetchParams | XFetchLockParams]] = XFetchParams
+    core: XFetchCore
 
     def __init__(self, deps: Deps, params: XFetchParams | XFetchLockParams) -> None:
         self._deps = deps
         self._ttl = Ttl(deps.ttl_ms, params.jitter, deps.expiry_grid)
-        self._beta = params.beta
         self._origin_only = params.delta is DeltaMode.ORIGIN
+        self.core = self._core(params)
+        self.driver = SyncDriver(deps)
         self._on_write_from(params)
 
-    def fetch(self, key: str, probe: Probe) -> Outcome:
-        raw = self._deps.cache.get(key)
-        if raw is None:
-            return self.miss(key, probe)
-        value = envelope.unpack(raw)
-        version.served(probe, value.payload)
-        if should_recompute(time.time(), value.expiry_us / 1e6, value.delta_s, self._beta, draw()):
-            return self.early(key, probe, value)
-        return HIT
-
-    def miss(self, key: str, probe: Probe) -> Outcome:
-        self.fill(key, probe)
-        return Outcome.FILLED
-
-    def early(self, key: str, probe: Probe, current: envelope.Envelope) -> Outcome:
-        probe.refresh_of_ns = current.expiry_us * 1000
-        self.fill(key, probe)
-        return Outcome.FILLED
-
-    def _fill(self, key: str, probe: Probe) -> None:
-        self.fill(key, probe)
-
-    def fill(self, key: str, probe: Probe) -> None:
-        """Recompute, measure delta, write the value with its expiry and delta."""
-        started, origin_before = time.perf_counter_ns(), probe.origin_ns
-        payload = self._deps.loader.load(key, probe)
-        version.served(probe, payload)
-        delta_ns = (probe.origin_ns - origin_before if self._origin_only
-                    else time.perf_counter_ns() - started)
-        expiry = self._ttl.draw()
-        packed = envelope.pack(payload, expiry.at_ms() * 1000, delta_ns / 1e9)
-        sent = time.time_ns()
-        self._deps.cache.set(key, packed, px=expiry.px, pxat=expiry.pxat)
-        version.stored(probe, payload, sent)
+    def _core(self, params: XFetchParams | XFetchLockParams) -> XFetchCore:
+        return XFetchCore(self._ttl, clock_of(self._deps), params.beta, self._origin_only, _draw)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
         """Store ``value`` with a delta measured by one real recompute, so the first expiry
@@ -130,47 +96,13 @@ class XFetchLock(XFetch):
 
     def __init__(self, deps: Deps, params: XFetchLockParams) -> None:
         super().__init__(deps, params)
-        self.flight = SingleFlight(deps, params, double_check=True)
-        self._open = params.on_lock_error is LockErrorPolicy.OPEN
+        self.lock = OwnedLock(deps.locks, params.lock_ttl_ms)  # priming's
 
-    def miss(self, key: str, probe: Probe) -> Outcome:
-        return self.flight.run(key, probe, lambda: self._present(key, probe),
-                               lambda p: self.fill(key, p))
-
-    def _present(self, key: str, probe: Probe) -> bool:
-        raw = self._deps.cache.get(key)
-        if raw is None:
-            return False
-        version.served(probe, envelope.unpack(raw).payload)
-        return True
-
-    def early(self, key: str, probe: Probe, current: envelope.Envelope) -> Outcome:
-        try:
-            token = self.flight.lock.try_acquire(lock_key(key))
-        except LockStoreDown:
-            if not self._open:
-                raise
-            return super().early(key, probe, current)
-        if token is None:
-            return HIT  # another reader recomputes; this one serves the fresh value
-        probe.refresh_of_ns = current.expiry_us * 1000
-        outcome = self.flight.fill_locked(key, token, probe,
-                                          lambda: self._renewed(key, current, probe),
-                                          lambda p: self.fill(key, p))
-        return Outcome.HIT if outcome is Outcome.WAITED else outcome  # renewed meanwhile
-
-    def _renewed(self, key: str, current: envelope.Envelope, probe: Probe) -> bool:
-        """Has someone recomputed since this reader looked? (double check for early refresh)
-        If so, this reader serves the renewed value."""
-        raw = self._deps.cache.get(key)
-        if raw is None:
-            return False
-        value = envelope.unpack(raw)
-        if value.expiry_us == current.expiry_us:
-            return False
-        version.served(probe, value.payload)
-        return True
+    def _core(self, params: XFetchParams | XFetchLockParams) -> XFetchCore:
+        assert isinstance(params, XFetchLockParams)
+        return XFetchLockCore(self._ttl, clock_of(self._deps), params.beta, self._origin_only, params,
+                              _draw)
 
     def prime(self, key: str, value: bytes, expire_at_ms: int) -> None:
-        prime_under_lock(self.flight, key, lambda: super(XFetchLock, self).prime(
+        prime_under_lock(self.lock, key, lambda: super(XFetchLock, self).prime(
             key, value, expire_at_ms))

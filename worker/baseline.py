@@ -9,6 +9,7 @@ and a ``hiredis.Reader``, no client library at all: the Python floor on this mac
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -19,9 +20,12 @@ from urllib.parse import urlsplit
 
 import hiredis
 
+from model.http.request import RequestBytes
+from model.http.target import HttpTarget
 from model.services import RedisPath, Services, redis_commands
 
 CLIENTS = (RedisPath.POOLED.value, RedisPath.LEAN.value, "socket")
+HTTP_SOCKET = "http-socket"  # benchmark 8's floor: GETs of an HTTP target on a plain socket
 _KEYS = {"clients", "key", "start_ns", "seconds"}
 Loop = Callable[[int], int]  # until this wall-clock instant (ns): GETs done
 
@@ -37,14 +41,25 @@ class BaselineSpec:
     start_ns: int
     seconds: float
     client: str = RedisPath.POOLED.value
+    http: HttpTarget | None = None  # client http-socket: the target (its JSON on the wire)
 
     @classmethod
     def from_json(cls, data: object) -> BaselineSpec:
-        if not isinstance(data, Mapping) or not _KEYS <= set(data) <= _KEYS | {"client"}:
+        if not isinstance(data, Mapping) or not _KEYS <= set(data) <= _KEYS | {"client", "http"}:
             raise InvalidBaseline("expected an object with clients, key, start_ns, seconds "
-                                  "(and optionally client)")
+                                  "(and optionally client, http)")
+        try:
+            http = HttpTarget.from_json(data["http"]) if data.get("http") is not None else None
+        except ValueError as exc:
+            raise InvalidBaseline(f"http: {exc}") from None
         spec = cls(data["clients"], data["key"], data["start_ns"], data["seconds"],
-                   data.get("client", RedisPath.POOLED.value))
+                   data.get("client", RedisPath.POOLED.value), http)
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        """InvalidBaseline naming the first field out of range."""
+        spec = self
         if not (isinstance(spec.clients, int) and 1 <= spec.clients <= 10_000):
             raise InvalidBaseline("clients must be an int in [1, 10000]")
         if not (isinstance(spec.seconds, int | float) and 0 < spec.seconds <= 600):
@@ -53,9 +68,12 @@ class BaselineSpec:
             raise InvalidBaseline("key must be a string of 1 to 200 characters")
         if not isinstance(spec.start_ns, int):
             raise InvalidBaseline("start_ns must be an int")
-        if spec.client not in CLIENTS:
-            raise InvalidBaseline(f"client must be one of {'|'.join(CLIENTS)}")
-        return spec
+        if spec.client not in (*CLIENTS, HTTP_SOCKET):
+            raise InvalidBaseline(f"client must be one of {'|'.join((*CLIENTS, HTTP_SOCKET))}")
+        if (spec.client == HTTP_SOCKET) != (spec.http is not None):
+            raise InvalidBaseline(f"client {HTTP_SOCKET} goes with http (a target), and only it")
+        if spec.http is not None and spec.http.scheme != "http":
+            raise InvalidBaseline(f"client {HTTP_SOCKET} speaks plain http only")
 
 
 def _pack(*args: str) -> bytes:
@@ -104,8 +122,58 @@ def socket_loop(url: str, key: str) -> Loop:
     return run
 
 
+def response_length(sock: socket.socket, request: bytes) -> int:
+    """Send ``request`` once and read its whole response: its length in bytes (the head, up to
+    the blank line, and a body of the Content-Length it names)."""
+    sock.sendall(request)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if not (chunk := sock.recv(65536)):
+            raise ConnectionError("the server closed the connection")
+        data += chunk
+    head = data[:data.index(b"\r\n\r\n") + 4]
+    found = re.search(rb"(?im)^content-length:\s*(\d+)", head)
+    if found is None:
+        raise ConnectionError("the floor needs a response with a Content-Length")
+    length = len(head) + int(found.group(1))
+    while len(data) < length:
+        data += sock.recv(65536)
+    return length
+
+
+def http_socket_loop(target: HttpTarget, key: str) -> Loop:
+    """The HTTP floor: one plain socket per thread, the GET built once, each response read to
+    its known length (learnt from the first); no parser, no timeout, no row: the most a Python
+    thread does for one HTTP request here (plain http only)."""
+    request = RequestBytes(target)(key)
+
+    def run(end_ns: int) -> int:
+        sock = socket.create_connection((target.host, target.port), target.connect_timeout_s)
+        try:
+            sock.settimeout(None)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            length = response_length(sock, request)
+            send, recv = sock.sendall, sock.recv
+            n = 0
+            while time.time_ns() < end_ns:
+                send(request)
+                got = 0
+                while got < length:
+                    if not (chunk := recv(65536)):
+                        raise ConnectionError("the server closed the connection")
+                    got += len(chunk)
+                n += 1
+            return n
+        finally:
+            sock.close()
+
+    return run
+
+
 def _loops(spec: BaselineSpec, services: Services) -> tuple[Loop, Callable[[], None]]:
     """The per-thread loop of ``spec.client`` and what closes its connections afterwards."""
+    if spec.http is not None:
+        return http_socket_loop(spec.http, spec.key), lambda: None
     if spec.client == "socket":
         return socket_loop(services.cache_url, spec.key), lambda: None
     cache = redis_commands(RedisPath(spec.client), services.cache_url, spec.clients)

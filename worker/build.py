@@ -6,8 +6,9 @@ import contextlib
 import functools
 import threading
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import redis
@@ -18,11 +19,12 @@ from model.origins import loader_for
 from model.trace import TraceArrivals
 from model.wire import TrialSpec
 from model.workload import Workload
-from results.store.schema import REFRESH_OP, WRITE_OP
-from strategies import Background, Deps, ExpiryGrid, Strategy, version
+from results.store.schema import APP_OP, REFRESH_OP, WRITE_OP
+from strategies import Background, Deps, ExpiryGrid, Loader, version
 from strategies.base import Servers
 from strategies.commands import Commands
-from worker.loop import LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
+from worker.http_fetch import HttpFetch
+from worker.loop import Fetch, LoopContext, Tables, Writer, closed_loop, open_loop, writer_loop
 from worker.recorder import Recorder
 from worker.schedule import Arrivals, Stages, segments
 
@@ -37,7 +39,7 @@ class Built:
     key_names: pa.Array
     ops: list[str]
     writer: Callable[[Recorder, threading.Event, threading.Event], None] | None
-    strategies: list[Strategy]
+    strategies: Sequence[object]  # what the trial's end closes (close_strategy): strategies, HTTP
     connect: Callable[[], None]  # a client thread's connections, opened before the gate
 
     def refresh_recorder(self, client: int) -> Recorder:
@@ -58,7 +60,70 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
     built = [strategy.build(Deps(cache, locks, loader, ep.ttl_ms, background,
                                  _grid(spec, ep.ttl_ms), servers))
              for loader, ep in zip(loaders, workload.endpoints, strict=True)]
-    fetchers = [s.fetch for s in built]
+    ctx = loop_context(spec, workload, [s.fetch for s in built], loaders)
+    ops = [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
+    writer = None
+    if workload.invalidate_rate > 0 and spec.worker_index == 0:
+        writers = [Writer(loader.write, s.on_write, loader.confirm)
+                   for loader, s in zip(loaders, built, strict=True)]
+
+        def writer(rec: Recorder, gate: threading.Event, stop: threading.Event) -> None:
+            writer_loop(ctx, rec, gate, stop, workload.invalidate_rate, writers,
+                        ops.index(WRITE_OP), workload.seed * 104_729 + spec.trial)
+
+    return Built(ctx, _loop(workload), pa.array(ctx.tables.keys, pa.string()), ops, writer, built,
+                 functools.partial(connect_thread, cache, locks))
+
+
+@dataclass
+class AsyncBuilt:
+    """What the coroutine clients of this worker share (worker.aio.trial): the same loop state
+    as the threads', the ported strategies (one per endpoint, for ``AsyncDriver``) and the
+    threaded loaders the driver awaits through an executor."""
+
+    ctx: LoopContext
+    key_names: pa.Array
+    ops: list[str]
+    loaders: Sequence[Loader]
+    strategies: Sequence[Any]
+
+    def refresh_recorder(self, client: int) -> Recorder:
+        return Recorder(client, self.key_names, self.ops)
+
+
+def build_async(spec: TrialSpec, pool: ConnectionPool | None) -> AsyncBuilt:
+    """``build`` for the asyncio driver: the loaders and the loop context as the threads have
+    them, each endpoint's strategy through ``for_asyncio`` (its core; its threaded path refuses
+    to run). The spec was checked to have no writer and a ported strategy (TrialSpec.check)."""
+    from strategies.drivers.aio import for_asyncio  # noqa: PLC0415 - redis.asyncio: only here
+
+    workload = spec.workload_spec()
+    version.decode_with(zlib.decompress if workload.compress else None)
+    shape = OriginShape(spec.origin_span_s, spec.products)
+    shaper = ValueShaper(workload.value_bytes, workload.compress)
+    loaders = [loader_for(ep, workload.origin, pool, shape, shaper, spec.pool_size)
+               for ep in workload.endpoints]
+    strategy = spec.strategy_spec()
+    built = [for_asyncio(strategy, ep.ttl_ms, _grid(spec, ep.ttl_ms)) for ep in workload.endpoints]
+    ctx = loop_context(spec, workload, [], loaders)
+    ops = [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
+    return AsyncBuilt(ctx, pa.array(ctx.tables.keys, pa.string()), ops, loaders, built)
+
+
+def build_http(spec: TrialSpec, fetch: HttpFetch) -> Built:
+    """An HTTP trial's loop state: the same tables, stages and arrivals, every endpoint's
+    request a GET of the target (worker.http_fetch); no loader (no bypass, no writer: the
+    trial spec refuses both), nothing in the thread but the client."""
+    workload = spec.workload_spec()
+    ctx = loop_context(spec, workload, [fetch] * len(workload.endpoints), [])
+    ops = [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
+    return Built(ctx, _loop(workload), pa.array(ctx.tables.keys, pa.string()), ops, None, [fetch],
+                 fetch.connect)
+
+
+def loop_context(spec: TrialSpec, workload: Workload, fetchers: Sequence[Fetch],
+                 loaders: Sequence[Loader]) -> LoopContext:
+    """The loop state of ``fetchers``: tables, stages, bypass and arrivals on this worker's clock."""
     offset = spec.clock_offset_ns
     stage0 = (spec.stage_start_ns or spec.start_ns) + offset
     stages = Stages(stage0, round(workload.stage_s * 1e9), workload.stages)
@@ -72,23 +137,13 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
         segs = segments(spec.start_ns + offset, spec.end_ns + offset, stages, rates)
         arrivals = Arrivals(segs, spec.worker_index % spec.workers, spec.workers)
     tables = _tables(workload, workload.seed * 7919 + spec.worker_index)
-    ctx = LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
-                      think=workload.pause, seed=workload.seed, arrivals=arrivals,
-                      drop_ns=round(workload.drop_ms * 1e6),
-                      start_ns=spec.start_ns + offset)
-    ops = [*workload.names, WRITE_OP, REFRESH_OP]
-    writer = None
-    if workload.invalidate_rate > 0 and spec.worker_index == 0:
-        writers = [Writer(loader.write, s.on_write, loader.confirm)
-                   for loader, s in zip(loaders, built, strict=True)]
+    return LoopContext(tables, fetchers, loaders, stages, bypass, spec.end_ns + offset,
+                       think=workload.pause, seed=workload.seed, arrivals=arrivals,
+                       drop_ns=round(workload.drop_ms * 1e6), start_ns=spec.start_ns + offset)
 
-        def writer(rec: Recorder, gate: threading.Event, stop: threading.Event) -> None:
-            writer_loop(ctx, rec, gate, stop, workload.invalidate_rate, writers,
-                        ops.index(WRITE_OP), workload.seed * 104_729 + spec.trial)
 
-    loop: Loop = open_loop if workload.open_loop else closed_loop
-    return Built(ctx, loop, pa.array(tables.keys, pa.string()), ops, writer, built,
-                 functools.partial(connect_thread, cache, locks))
+def _loop(workload: Workload) -> Loop:
+    return open_loop if workload.open_loop else closed_loop
 
 
 def connect_thread(cache: Commands, locks: Commands) -> None:

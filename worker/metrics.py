@@ -24,7 +24,7 @@ from prometheus_client.registry import Collector
 
 from model.services import METRICS_ADDR_ENV, METRICS_PORT_ENV
 from model.wire import TrialSpec
-from results.store.schema import OUTCOMES, REFRESH_OP, WRITE_OP
+from results.store.schema import NOT_REQUESTS, OUTCOMES, WRITE_OP
 
 log = logging.getLogger(__name__)
 
@@ -184,7 +184,7 @@ def families(feeds: Sequence[TrialFeed]) -> Iterator[Any]:
                                  labels=[*_TRIAL_LABELS, "type"])
     for feed in feeds:
         for o, op in enumerate(feed.ops):
-            if not feed.requests[o].any() and op in (WRITE_OP, REFRESH_OP):
+            if not feed.requests[o].any() and op in (WRITE_OP, *NOT_REQUESTS):
                 continue
             for k, outcome in enumerate(OUTCOMES):
                 requests.add_metric([*feed.labels, op, outcome], float(feed.requests[o, k]))

@@ -30,10 +30,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import redis
 
 from results.store import transport
-from worker.recorder import Recorder
+from worker.recorder import Recorder, wire_batch
 
 Fold = Callable[[np.ndarray, dict[int, str]], None]  # the live metrics' view of each drain
 FINISH_S = 10.0  # after the clients: how long the last batches may take to leave
@@ -114,31 +115,31 @@ class Shipper:
             self._send(deadline=time.monotonic())
 
     def _pack(self, recorders: Sequence[Recorder] | None = None) -> None:
-        """Drain ``recorders`` (default: all) into one numbered batch."""
-        parts, calls = [], 0
+        """Drain ``recorders`` (default: all) into one numbered batch: one wire batch per key
+        table (all of a trial's recorders share one), not one per client (wire_batch)."""
+        groups: dict[tuple[int, int], list[tuple[Recorder, np.ndarray]]] = {}
         for rec in self._recorders if recorders is None else recorders:
             data = rec.drain()
             if not data.size:
                 continue
             if self._fold is not None:
                 self._fold(data, rec.error_names())
-            first = int(data["t_start_ns"].min())
-            s = self.shipped
-            s.first_start_ns = min(s.first_start_ns, first) if s.first_start_ns else first
-            calls += int(data["origin_called"].sum())
-            parts.append(rec.to_batch(data))
-        if not parts:
+            groups.setdefault((id(rec.keys), id(rec.ops)), []).append((rec, data))
+        if not groups:
             return
-        table = pa.Table.from_batches(parts)
-        self._unsent.append(_Batch(self.shipped.batches, transport.encode(table), table.num_rows,
-                                   calls))
-        self.shipped.batches += 1
-        self.shipped.rows += table.num_rows
-        self.shipped.origin_calls += calls
+        table = pa.Table.from_batches([wire_batch(parts) for parts in groups.values()])
+        first = pc.min(table["t_start_ns"]).as_py()
+        calls = int(pc.sum(table["origin_called"]).as_py() or 0)
+        s = self.shipped
+        s.first_start_ns = min(s.first_start_ns, first) if s.first_start_ns else first
+        self._unsent.append(_Batch(s.batches, transport.encode(table), table.num_rows, calls))
+        s.batches += 1
+        s.rows += table.num_rows
+        s.origin_calls += calls
         while len(self._unsent) > self._max_unsent:
             dropped = self._unsent.popleft()
-            self.shipped.dropped_rows += dropped.rows
-            self.shipped.dropped_calls += dropped.calls
+            s.dropped_rows += dropped.rows
+            s.dropped_calls += dropped.calls
 
     def _send(self, deadline: float) -> None:
         """Send the waiting batches, oldest first, while the backlog allows (until ``deadline``)."""

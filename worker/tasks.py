@@ -6,6 +6,7 @@ import logging
 import time
 from typing import Any
 
+import pyarrow as pa
 from celery import Task
 
 from model.hostfacts import host_facts
@@ -30,8 +31,15 @@ log = logging.getLogger(__name__)
 
 
 def _warm_up() -> None:
-    """Pay one-time costs (pyarrow's lazy imports, pandas among them when installed) when the
-    worker starts, not inside the first trial's lead time, where they made it start late."""
+    """Pay one-time costs (pyarrow's lazy imports) when the worker starts, not inside the first
+    trial's lead time, where they made it start late (pyarrow's look for pandas is answered
+    before: worker.recorder)."""
+    # pyarrow's default pool, mimalloc: two-level at full rate peaked at 363 MB a worker in a
+    # 2-minute soak; glibc's malloc (two arenas, coordinator.stack.celery_workers) at 238 MB
+    # (README, Performance). Likely why: mimalloc keeps pages in the heap of the thread that
+    # allocated them, and 25 client threads a process each build batches (a full client ships
+    # its own rows).
+    pa.set_memory_pool(pa.system_memory_pool())
     transport.decode(transport.encode(Recorder(0, ["warm-up"]).to_batch()))
 
 

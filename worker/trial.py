@@ -9,78 +9,29 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import redis
 
-from model.memcache import Memcache
+from model.http.target import HttpTarget
 from model.origins import origin_pool
-from model.services import RedisPath, Services, redis_commands
+from model.services import ClientDriver, RedisPath, Services, redis_commands
 from model.wire import TrialResult, TrialSpec
 from results.store import transport
 from results.store.schema import REFRESH_OP
 from strategies import Outcome, Probe, close_strategy
 from strategies.background import BackgroundWorker
-from strategies.base import CacheServer, Servers
-from strategies.commands import Commands, NoCommands
-from worker import metrics
-from worker.build import WRITER_CLIENT, Built, build
+from strategies.base import Servers
+from worker import heartbeat, metrics
+from worker.build import WRITER_CLIENT, AsyncBuilt, Built, build, build_http
+from worker.floor import cache_floor_ns, floor_deadline_ns, http_floor_ns, trial_cache
+from worker.http_fetch import HttpFetch
 from worker.recorder import Recorder
 from worker.selfcheck import GeneratorLoad, GeneratorMonitor
-from worker.shipper import Shipper
+from worker.shipper import Shipped, Shipper
 
-FLOOR_SAMPLES = 200
-FLOOR_MIN = 20  # the floor's p5 needs a few samples, however slow the link
 JOIN_GRACE_S = 15.0
 SETTLE_NS = 20_000_000  # the main thread sleeps this long past the start instant
-
-
-def measure_floor_ns(round_trip: Callable[[], object], samples: int = FLOOR_SAMPLES,
-                     until_ns: int | None = None) -> list[int]:
-    """Sequential round trips to the cache (a GET of a missing key): the physical floor of a
-    cache hit. At most until ``until_ns`` (wall clock), at least FLOOR_MIN of them: on a lossy
-    link each lost packet costs a retransmission (200 ms or more), and 200 round trips there ate
-    the whole lead, so the clients began after the trial's end."""
-    times: list[int] = []
-    while len(times) < samples and (until_ns is None or len(times) < FLOOR_MIN
-                                    or time.time_ns() < until_ns):
-        t0 = time.perf_counter_ns()
-        round_trip()
-        times.append(time.perf_counter_ns() - t0)
-    return times
-
-
-def floor_deadline_ns(spec: TrialSpec) -> int:
-    """Half of the time left before the start instant (this host's clock): the rest is the
-    clients' set-up."""
-    now = time.time_ns()
-    return now + max(0, spec.start_ns + spec.clock_offset_ns - now) // 2
-
-
-def cache_floor_ns(kind: CacheServer, url: str, cache: Commands,
-                   until_ns: int | None = None) -> list[int]:
-    """The floor on the trial's cache: Redis through the clients' own path, memcached by a
-    meta get on a connection of its own."""
-    if kind is CacheServer.REDIS:
-        return measure_floor_ns(lambda: cache.get("stampede:floor"), until_ns=until_ns)
-    memcache = Memcache(url)
-    try:
-        return measure_floor_ns(memcache.touch_floor, until_ns=until_ns)
-    finally:
-        memcache.close()
-
-
-def trial_cache(spec: TrialSpec, services: Services) -> tuple[CacheServer, str, Commands]:
-    """The trial's cache: its kind (the strategy's), URL, and the Redis commands of the client
-    threads (none for a strategy on memcached: it brings its own client)."""
-    kind = spec.strategy_spec().cache_server
-    url = services.cache_url_for(kind)
-    if url is None:
-        raise RuntimeError(f"{spec.strategy} needs a {kind.value} cache; this worker has none "
-                           f"(STAMPEDE_CACHE_URL / STAMPEDE_MEMCACHE_URL)")
-    if kind is not CacheServer.REDIS:
-        return kind, url, NoCommands(f"{spec.strategy} keeps its values on {kind.value}")
-    path = RedisPath(spec.redis_client)  # each client thread's own connection unless ``pooled``
-    return kind, url, redis_commands(path, url, spec.clients, spec.redis_max_connections)
 
 
 class ClientGroup:
@@ -122,17 +73,67 @@ class ClientGroup:
     def running(self) -> threading.Thread | None:
         return next((t for t in self.threads if t.is_alive()), None)
 
+    def sent(self) -> int:
+        """Requests the client threads have made so far (the writer's rows are no requests)."""
+        return sum(len(r) for r in self.recorders if r.client != WRITER_CLIENT)
+
+
+@dataclass
+class Ran:
+    """What a trial's client threads did on this host, for its ``TrialResult``."""
+
+    floor: list[int]  # the physical floor's round trips (ns); empty: none measured
+    target_ns: int  # the start instant on this host's clock
+    load: GeneratorLoad
+    shipped: Shipped
+
 
 def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
     """Run the spec's clients on this host; their rows leave for the trial's stream on the
-    broker while they run (worker.shipper); return what was sent and the worker's own stats."""
+    broker while they run (worker.shipper); return what was sent and the worker's own stats.
+    An HTTP trial (``spec.http``) runs its clients against that target, no strategy here."""
+    broker = redis.Redis.from_url(services.broker_url, socket_timeout=5, socket_connect_timeout=5)
+    shipper = Shipper(broker, transport.rows_key(spec.run_id, spec.trial), spec.worker_index,
+                      spec.progress_interval_s, fold=metrics.COLLECTOR.folder(spec))
+    try:
+        http = spec.http_target()
+        if http is not None:
+            ran = _over_http(spec, services, http, shipper)
+        elif spec.client_driver == ClientDriver.ASYNCIO:
+            from worker.aio.trial import in_event_loop  # noqa: PLC0415 - it imports this module
+
+            ran = in_event_loop(spec, services, shipper)
+        else:
+            ran = _in_threads(spec, services, shipper)
+    finally:
+        broker.close()
+    shipped, floor = ran.shipped, sorted(ran.floor) or [0]
+    return TrialResult(
+        worker=f"{socket.gethostname()}:{os.getpid()}",
+        worker_index=spec.worker_index,
+        batches=shipped.batches,
+        requests=shipped.rows,
+        origin_calls=shipped.origin_calls,
+        dropped_rows=shipped.dropped_rows,
+        dropped_calls=shipped.dropped_calls,
+        client_ships=shipped.client_ships,
+        client_wait_s=shipped.client_wait_s,
+        release_late_ns=(shipped.first_start_ns or time.time_ns()) - ran.target_ns,
+        floor_p5_ns=floor[len(floor) // 20],
+        floor_median_ns=int(statistics.median(floor)),
+        cpu_share=ran.load.cpu_share,
+        loop_lag_p99_ns=ran.load.lag_p99_ns,
+        loop_lag_max_ns=ran.load.lag_max_ns,
+        loop_lag_samples=ran.load.samples,
+    )
+
+
+def _in_threads(spec: TrialSpec, services: Services, shipper: Shipper) -> Ran:
+    """The strategy in each client thread, against the cache, lock store and origin."""
     kind, cache_url, cache = trial_cache(spec, services)
     locks = redis_commands(RedisPath(spec.redis_client), services.lock_url, spec.clients,
                            spec.redis_max_connections)
     pool = origin_pool(services.origin_dsn, spec.workload_spec().origin, spec.pool_size)
-    broker = redis.Redis.from_url(services.broker_url, socket_timeout=5, socket_connect_timeout=5)
-    shipper = Shipper(broker, transport.rows_key(spec.run_id, spec.trial), spec.worker_index,
-                      spec.progress_interval_s, fold=metrics.COLLECTOR.folder(spec))
     refreshes = RefreshRows()
     shipper.start()
     try:
@@ -154,25 +155,24 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
             pool.close()
         cache.close()
         locks.close()
-        broker.close()
-    return TrialResult(
-        worker=f"{socket.gethostname()}:{os.getpid()}",
-        worker_index=spec.worker_index,
-        batches=shipped.batches,
-        requests=shipped.rows,
-        origin_calls=shipped.origin_calls,
-        dropped_rows=shipped.dropped_rows,
-        dropped_calls=shipped.dropped_calls,
-        client_ships=shipped.client_ships,
-        client_wait_s=shipped.client_wait_s,
-        release_late_ns=(shipped.first_start_ns or time.time_ns()) - target,
-        floor_p5_ns=sorted(floor)[len(floor) // 20],
-        floor_median_ns=int(statistics.median(floor)),
-        cpu_share=load.cpu_share,
-        loop_lag_p99_ns=load.lag_p99_ns,
-        loop_lag_max_ns=load.lag_max_ns,
-        loop_lag_samples=load.samples,
-    )
+    return Ran(floor, target, load, shipped)
+
+
+def _over_http(spec: TrialSpec, services: Services, http: HttpTarget, shipper: Shipper) -> Ran:
+    """Each client thread GETs ``http`` on a keep-alive connection of its own (worker.http_fetch);
+    no origin pool, no cache client on this worker but the floor's."""
+    fetch = HttpFetch(http)
+    shipper.start()
+    try:
+        floor = http_floor_ns(spec, services, http)
+        built = build_http(spec, fetch)
+        metrics.COLLECTOR.watch(spec, built.ops)
+        target, load = _run_clients(spec, built, shipper)
+    finally:
+        fetch.close()
+        shipped = shipper.finish()  # what was recorded leaves, whatever failed
+        metrics.COLLECTOR.finish(spec)
+    return Ran(floor, target, load, shipped)
 
 
 def _run_clients(spec: TrialSpec, built: Built, shipper: Shipper) -> tuple[int, GeneratorLoad]:
@@ -208,7 +208,7 @@ class RefreshRows:
         self._codes: dict[str, int] = {}
         self._op = 0
 
-    def bind(self, built: Built, client: int) -> None:
+    def bind(self, built: Built | AsyncBuilt, client: int) -> None:
         self.recorders.append(built.refresh_recorder(client))
         self._codes = {k: i for i, k in enumerate(built.key_names.to_pylist())}
         self._op = built.ops.index(REFRESH_OP)
@@ -231,12 +231,17 @@ def _open_gate(spec: TrialSpec, group: ClientGroup) -> int:
 
 
 def _wait_until_done(spec: TrialSpec, group: ClientGroup) -> None:
-    """Wait for the clients, bounded: a stuck client fails the trial."""
+    """Wait for the clients, bounded: a stuck client fails the trial. Meanwhile, what they
+    sent goes to the beat (worker.heartbeat): the coordinator's progress line."""
     left_s = (spec.end_ns + spec.clock_offset_ns - time.time_ns()) / 1e9
     deadline = time.monotonic() + max(left_s, 0) + JOIN_GRACE_S
+    start_ns = spec.start_ns + spec.clock_offset_ns
     while (thread := group.running()) is not None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"client threads still running {JOIN_GRACE_S}s after the trial end")
-        thread.join(timeout=0.5)
+        heartbeat.publish(spec.start_ns, group.sent(), time.time_ns() - start_ns)
+        thread.join(timeout=heartbeat.BEAT_S)
+    heartbeat.publish(spec.start_ns, group.sent(),
+                      min(time.time_ns(), spec.end_ns + spec.clock_offset_ns) - start_ns)
     if group.failures:
         raise RuntimeError(f"{len(group.failures)} client threads crashed") from group.failures[0]

@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from coordinator import defaults
+from coordinator.cli.app_options import app_options
 from coordinator.cli.launch import RunFailed, launch
 from coordinator.cli.options import (
     fault_list,
@@ -27,18 +29,21 @@ from coordinator.cli.options import (
 )
 from coordinator.cli.origin_options import origin_options
 from coordinator.cli.rerun import rerun
+from coordinator.cli.service_options import black_box_options
+from coordinator.cli.simulate import rerun_simulated, simulate_command
 from coordinator.cli.traffic_options import traffic_options
 from coordinator.cli.workload_options import workload_options
-from coordinator.liveness import WorkersLost
-from coordinator.plan import ExpiryMode
-from model.services import RedisPath
+from coordinator.trials.liveness import WorkersLost
+from coordinator.trials.plan import ExpiryMode
+from model.services import ClientDriver, RedisPath
 from results.figures import repeats
 from results.outputs import compare, summary
 from results.outputs.report import html_report
 from results.store import rundir
+from simulate import saved
 
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 1, 2, 130
-EXIT_WORKER_LOST = 3  # coordinator.liveness: run.json status degraded (or incomplete with fail)
+EXIT_WORKER_LOST = 3  # coordinator.trials.liveness: run.json status degraded (or incomplete with fail)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -97,15 +102,26 @@ def cli() -> None:
 @click.option("--expiry", type=click.Choice([m.value for m in ExpiryMode]),
               default=ExpiryMode.DRIFT.value, show_default=True,
               help="drift: each value lives one TTL after its fill (experiment 000); aligned: every "
-                   "value expires at the next TTL boundary of the trial's clock (synchronized).")
+                   "value expires at the next TTL boundary of the trial's clock (synchronized); "
+                   "scheduled-delete (--service-url): the tool deletes the keys on "
+                   "--service-cache-url at shared instants every --ttl seconds.")
 @click.option("--redis-client", type=click.Choice([p.value for p in RedisPath]),
               envvar="STAMPEDE_REDIS_CLIENT", default=RedisPath.LEAN.value, show_default=True,
               help="How client threads reach the cache and the lock store: lean (a connection "
                    "owned by each thread, commands packed once) or pooled (redis.Redis over a "
                    "shared pool, as before); docs/redis-client.md [env STAMPEDE_REDIS_CLIENT].")
+@click.option("--client-driver", type=click.Choice([d.value for d in ClientDriver]),
+              envvar="STAMPEDE_CLIENT_DRIVER", default=ClientDriver.THREADS.value,
+              show_default=True,
+              help="What runs each worker's clients: threads (one thread per client) or asyncio "
+                   "(one coroutine per client, each on a connection of its own, in one event loop "
+                   "per worker: thousands of clients a host; the strategies ported to "
+                   "strategies.core only); docs/distributed.md [env STAMPEDE_CLIENT_DRIVER].")
 @workload_options
+@app_options
 @traffic_options
 @origin_options
+@black_box_options
 @liveness_options
 @observe_options
 @target_width_option
@@ -133,7 +149,11 @@ def _run_dir(run_dir: Path, hint: str) -> tuple[dict[str, Any], list[dict[str, A
 @target_width_option
 def report_command(run_dir: Path, target_width: float | None) -> None:
     """Print the summary table of a run; write RUN_DIR/report.html and the PNGs beside it."""
-    _run_dir(run_dir, "RUN_DIR")
+    meta, _ = _run_dir(run_dir, "RUN_DIR")
+    if saved.is_simulated(meta):  # simulate's own table; no request rows for report.html
+        click.echo(saved.render_run(run_dir))
+        click.echo("\nreport: simulated run: no request rows, so no report.html or plots")
+        return
     click.echo(summary.render_summary(run_dir, events=True, target_width=target_width))
     try:
         written = html_report.write_report(run_dir)
@@ -163,8 +183,23 @@ def compare_command(run_a: Path, run_b: Path) -> None:
 @net_control_option(" [default: as recorded]")
 @click.option("--quiet", is_flag=True, help="Print only the table and the differences.")
 def rerun_command(run_dir: Path, **options: object) -> None:
-    """Run RUN_DIR's experiment again from its manifest; say what differs from the original."""
+    """Run RUN_DIR's experiment again from its manifest; say what differs from the original.
+    A simulated run is simulated again (only --out applies)."""
+    meta = saved.read_meta_or_empty(run_dir)  # none, or not JSON: rerun's reading says so
+    if saved.is_simulated(meta):
+        ctx = click.get_current_context()
+        typed = [name for name in options if name not in ("out", "quiet")
+                 and ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+        if typed:
+            raise click.BadParameter(
+                f"{run_dir} is a simulated run: it is simulated again as recorded, so only --out "
+                f"applies (drop --{typed[0].replace('_', '-')})", param_hint="RUN_DIR")
+        rerun_simulated(run_dir, meta, options["out"])  # type: ignore[arg-type]
+        return
     rerun(run_dir, options)
+
+
+cli.add_command(simulate_command)
 
 
 def _terminate(signum: int, frame: object) -> None:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from coordinator import faults
+from coordinator.cli.app_options import check_app_tier
 from coordinator.cli.given import check_given_faults
 from coordinator.config import LaunchConfig
 from coordinator.faults.net import LinkControl, NetControlError
-from coordinator.plan import ExpiryMode, PlanError
-from model.services import mask_url
+from coordinator.trials.plan import ExpiryMode, PlanError
+from model.services import ClientDriver, RedisPath, mask_url
 from strategies import InvalidStrategy
 from strategies.base import CacheServer
 
@@ -39,6 +40,8 @@ def check_config(config: LaunchConfig) -> None:
     except PlanError as exc:
         raise click.UsageError(str(exc)) from None
     check_caches(config)
+    check_app_tier(config)
+    check_client_driver(config)
     try:
         faults.check(config.faults, config.seconds, workers=config.workers)
     except faults.FaultError as exc:
@@ -62,6 +65,41 @@ def check_caches(config: LaunchConfig) -> None:
                 spec.check_run(ep.ttl_ms, aligned)
         except InvalidStrategy as exc:
             raise click.BadParameter(str(exc), param_hint="--ttl") from None
+
+
+def check_client_driver(config: LaunchConfig) -> None:
+    """``--client-driver asyncio`` runs the strategies ported to strategies.core, in the clients
+    themselves; what it cannot run: one line naming the option, exit 2."""
+    if config.client_driver is not ClientDriver.ASYNCIO:
+        return
+    from strategies.drivers.aio import for_asyncio  # noqa: PLC0415 - redis.asyncio: only here
+
+    refused = _asyncio_refuses(config)
+    if refused:
+        raise click.BadParameter(refused, param_hint="--client-driver")
+    for spec in config.strategies:
+        try:
+            for ep in config.workload.endpoints:
+                for_asyncio(spec, ep.ttl_ms)
+        except InvalidStrategy as exc:
+            raise click.BadParameter(f"asyncio cannot run {spec.label}: {exc} (use --client-driver "
+                                     "threads for it)", param_hint="--client-driver") from None
+
+
+def _asyncio_refuses(config: LaunchConfig) -> str:
+    """What of the run's other options the asyncio driver cannot serve ('' : nothing)."""
+    if config.http_target is not None or config.service is not None:
+        return ("asyncio runs the strategies in the clients: a black-box service's trials "
+                "(--service-url) run on threads only")
+    if config.app.on:
+        return ("asyncio runs the strategies in the clients: with --app-servers the clients are "
+                "HTTP clients, on threads only")
+    if config.workload.invalidate_rate > 0:
+        return "asyncio has no origin writer: drop --invalidate-rate or use threads"
+    if config.redis_client is RedisPath.POOLED:
+        return ("asyncio gives each client a connection of its own (worker.aio.connection); --redis-client "
+                "pooled is the threads' shared pool (drop it)")
+    return ""
 
 
 def link_control(config: LaunchConfig) -> LinkControl | None:

@@ -17,6 +17,12 @@ import urllib3
 from celery.exceptions import CeleryError
 from click.core import ParameterSource
 
+from coordinator.app_tier.connect import TierPlace, remote_tier_answers
+from coordinator.app_tier.fronts import remote_fronts
+from coordinator.app_tier.tier import AppTierError
+from coordinator.app_tier.trials import PrimeFailed, front_of
+from coordinator.blackbox import probe as black_box_probe
+from coordinator.cli.app_options import app_settings
 from coordinator.cli.config_checks import check_config, link_control
 from coordinator.cli.given import (
     given_from,
@@ -28,45 +34,50 @@ from coordinator.cli.origin_options import (
     check_origin_options,
     counter_of,
     custom_origin,
+    http_settings,
     key_source,
 )
-from coordinator.cli.traffic_options import with_trace
+from coordinator.cli.service_options import black_box
+from coordinator.cli.traffic_options import check_think_open_loop, with_trace
 from coordinator.cli.workload_options import (
     apply_preset,
     build_workload,
     stage_warning,
     trial_seconds,
 )
-from coordinator.clock import ClockError
-from coordinator.config import LaunchConfig
+from coordinator.config import HttpSettings, LaunchConfig
 from coordinator.console import Console
 from coordinator.defaults import Timing
-from coordinator.dispatch import DispatchError, client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
 from coordinator.faults.net import LinkControl
-from coordinator.liveness import LossPolicy, WorkersLost
 from coordinator.manifest import mask_argv
 from coordinator.observe.session import ObserveOptions, Observer
 from coordinator.observe.session import check as observe_check
 from coordinator.origin.seed import OriginNotReady
-from coordinator.plan import ExpiryMode
 from coordinator.probe import Unreachable, wait_for
 from coordinator.stack import EmbeddedStack, StackError
 from coordinator.stack.processes import guarded
 from coordinator.stack.reaper import Reaper
+from coordinator.trials.clock import ClockError
+from coordinator.trials.dispatch import DispatchError, client_app
+from coordinator.trials.liveness import LossPolicy, WorkersLost
+from coordinator.trials.plan import ExpiryMode
 from model.custom import OriginKind
-from model.http_origin import HttpPoolTimeout, HttpStatusError
-from model.services import RedisPath, Services
+from model.http.origin import HttpPoolTimeout
+from model.http.response import HttpStatusError
+from model.http.target import HttpTarget
+from model.services import ClientDriver, RedisPath, Services
 from model.wire import InvalidResult
 from results.outputs import summary
 from results.store import rundir
+from strategies import parse as parse_strategy
 from strategies.base import CacheServer
 
 # Failures of the run itself (not of the input): exit 1 with one line.
 RUN_ERRORS = (StackError, DispatchError, redis.RedisError, psycopg.Error, CeleryError, OSError,
               TimeoutError, ClockError, OriginNotReady, InvalidResult, urllib3.exceptions.HTTPError,
-              HttpStatusError, HttpPoolTimeout)
+              HttpStatusError, HttpPoolTimeout, AppTierError, PrimeFailed)
 
 
 class RunFailed(RuntimeError):
@@ -100,9 +111,11 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
     ctx = click.get_current_context(silent=True)
     if ctx is not None:
         options = apply_preset(ctx, options)
+    check_think_open_loop(ctx, options)
+    box = black_box(ctx, options)
     origin = custom_origin(options)
     check_origin_options(options, origin)
-    http = origin.kind is OriginKind.HTTP
+    http = origin.kind is OriginKind.HTTP or (box is not None and not options.get("origin_dsn"))
     services = services_from(options, http)
     given = None if services is not None else given_from(options, http)
     out = options["out"] or Path("runs") / new_run_id()
@@ -126,13 +139,25 @@ def config_from(options: dict[str, Any]) -> LaunchConfig:
         expiry=ExpiryMode(options.get("expiry") or ExpiryMode.DRIFT),
         on_worker_loss=LossPolicy(options.get("on_worker_loss") or LossPolicy.CONTINUE),
         redis_client=RedisPath(options.get("redis_client") or RedisPath.LEAN),
+        client_driver=ClientDriver(options.get("client_driver") or ClientDriver.THREADS),
         preset=options.get("preset"), command=mask_argv(typed_argv(), services or given),
         given=given, key_source=key_source(options, _keys_given(ctx) and not origin.builtin),
         counter=counter_of(options),
-        plugins=tuple(options.get("plugins") or ()),
+        plugins=tuple(options.get("plugins") or ()), http=http_settings(options),
+        app=app_settings(options),
     )
+    if box is not None:  # every trial an HTTP trial against the service (its strategy a stand-in)
+        config = replace(config, service=box, strategies=(parse_strategy("naive"),),
+                         http_target=black_box_target(config.http, box.url))
     check_config(config)
     return config
+
+
+def black_box_target(http: HttpSettings, url: str) -> HttpTarget:
+    try:
+        return http.target(url)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--service-url") from None
 
 
 def typed_argv() -> list[str]:
@@ -174,11 +199,19 @@ def launch(options: dict[str, Any]) -> Path:
 
 
 def checked_services(config: LaunchConfig, console: Console) -> LaunchConfig:
-    """The given services answer and the user's origin is resolved (bad input: exit 2)."""
+    """The given services answer (a remote app tier too) and the user's origin is resolved
+    (bad input: exit 2)."""
     check_reachable(config.services or config.given, config.timing.service_wait_s, console.say)
+    if config.app.on and config.services is not None:
+        try:
+            remote_tier_answers(config, config.services, console.progress)
+        except AppTierError as exc:
+            raise click.BadParameter(str(exc), param_hint="--app-url") from None
     if config.workload.origin.builtin:
         return config
     config = resolve_origin(config)
+    if config.service is not None:
+        config = black_box_probe.resolve(config, console.say)
     check_config(config)
     return config
 
@@ -197,9 +230,21 @@ def start_services(stack: contextlib.ExitStack, config: LaunchConfig, observer: 
     embedded = stack.enter_context(EmbeddedStack(
         config.workers, say=console.say, metrics_ports=observer.worker_ports(config.workers),
         memcached=CacheServer.MEMCACHED in config.cache_servers, given=config.given,
-        postgres=config.started_postgres))
+        postgres=config.started_postgres, app=(config.app.processes, config.app.threads),
+        app_kind=config.app.kind,
+        fronts=tuple(sorted({front_of(s) for s in config.strategies} - {""})),
+        clients=config.clients))
     hooks = Injector(embedded, config.faults, config.seconds, console.say) if config.faults else None
     return embedded.services, hooks, embedded
+
+
+def tier_place(config: LaunchConfig, embedded: EmbeddedStack | None) -> TierPlace | None:
+    """Where the run's app tier is: the embedded stack's, or the URLs given (None: no tier)."""
+    if not config.app.on:
+        return None
+    if embedded is not None:
+        return TierPlace(embedded.app_url, embedded.fronts, embedded.scale_app)
+    return TierPlace(config.app.url, remote_fronts(config.app.fronts))
 
 
 def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions | None = None,
@@ -223,7 +268,8 @@ def execute(config: LaunchConfig, quiet: bool = False, observe: ObserveOptions |
             stack.enter_context(observer.running(services, watched))
             app = client_app(services.broker_url)
             stack.callback(app.close)
-            state = run_experiment(config, services, app, writer, console, hooks)
+            state = run_experiment(config, services, app, writer, console, hooks,
+                                   tier_place(config, watched))
     except RUN_ERRORS as exc:
         raise RunFailed(f"{type(exc).__name__}: {exc} (completed trials are in {writer.root})") from exc
     except WorkersLost:  # --on-worker-loss fail: the completed trials' table, then exit 3

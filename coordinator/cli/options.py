@@ -11,7 +11,7 @@ import click
 import strategies
 from coordinator import defaults, faults
 from coordinator.faults.net import ENV as NET_CONTROL_ENV
-from coordinator.liveness import LossPolicy
+from coordinator.trials.liveness import LossPolicy
 from model.services import ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from strategies import StrategySpec
 from strategies.plugins import PluginError, load_all

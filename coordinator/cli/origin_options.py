@@ -9,8 +9,10 @@ from typing import Any, TypeVar
 
 import click
 
+from coordinator.config import HttpSettings
 from coordinator.origin.user import Counter, KeySource
 from model.custom import CustomOrigin, InvalidOrigin, OriginKind
+from model.http.target import parse_header
 from model.workload import Endpoint, KeySet, Query
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,6 +27,23 @@ def _text(ctx: click.Context, param: click.Parameter, value: str | None) -> str 
     except (OSError, UnicodeDecodeError) as exc:
         raise click.BadParameter(f"cannot read {value[1:]}: {getattr(exc, 'strerror', exc)}",
                                  ctx, param) from None
+
+
+def _headers(ctx: click.Context, param: click.Parameter,
+             value: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    """Each ``--http-header 'Name: value'`` as a pair; a malformed one is one line (exit 2)."""
+    try:
+        return tuple(parse_header(text) for text in value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def http_settings(options: dict[str, Any]) -> HttpSettings:
+    """The HTTP clients' settings the options give."""
+    return HttpSettings(tuple(options.get("http_headers") or ()),
+                        float(options.get("http_connect_ms") or 1000.0),
+                        float(options.get("http_read_ms") or 5000.0),
+                        verify=not options.get("http_insecure"))
 
 
 def origin_options(func: F) -> F:
@@ -47,9 +66,18 @@ def origin_options(func: F) -> F:
                      help="An HTTP service as the origin: GET URL with {key} replaced, e.g. "
                           "'http://HOST:PORT/items/{key}'."),
         click.option("--http-connect-ms", type=click.FloatRange(1, 600_000), default=1000.0,
-                     show_default=True, help="--origin-url: connect timeout."),
+                     show_default=True, help="Connect timeout of --origin-url and of the HTTP "
+                                             "clients (HTTP trials)."),
         click.option("--http-read-ms", type=click.FloatRange(1, 600_000), default=5000.0,
-                     show_default=True, help="--origin-url: read timeout."),
+                     show_default=True, help="Read timeout of --origin-url and of the HTTP "
+                                             "clients (HTTP trials)."),
+        click.option("--http-header", "http_headers", multiple=True, callback=_headers,
+                     metavar="'NAME: VALUE'",
+                     help="A header the HTTP clients send on every request (repeatable; the "
+                          "values of Authorization, Cookie and names with key, token, secret "
+                          "or auth are masked in run.json)."),
+        click.option("--http-insecure", is_flag=True,
+                     help="https: do not check the server's certificate (checked by default)."),
         click.option("--origin-counter-url", default=None, metavar="URL",
                      help="--origin-url: the service's Prometheus metrics page, read before and "
                           "after each trial (none: calls unchecked)."),
@@ -72,6 +100,8 @@ def custom_origin(options: dict[str, Any]) -> CustomOrigin:
     if sql is not None and url is not None:
         raise _bad("--origin-url", "give --origin-sql or --origin-url, not both")
     try:
+        if options.get("service_url") is not None:  # a black box: its origin is its own
+            return CustomOrigin(OriginKind.SERVICE, options["service_url"])
         if url is not None:
             return CustomOrigin(OriginKind.HTTP, url,
                                 connect_timeout_s=float(options["http_connect_ms"]) / 1000,
@@ -86,20 +116,29 @@ def custom_origin(options: dict[str, Any]) -> CustomOrigin:
 
 def check_origin_options(options: dict[str, Any], origin: CustomOrigin) -> None:
     """Combinations that cannot run: one line naming the option."""
+    _check_counter_pair(options)
     if origin.builtin:
         _check_builtin(options)
         return
     _check_keys(options, origin)
     _check_writes(options, origin)
-    if bool(options.get("origin_counter_url")) != bool(options.get("origin_counter_name")):
-        raise _bad("--origin-counter-name", "give --origin-counter-url and --origin-counter-name "
-                                            "together")
-    if options.get("origin_counter_url") and origin.kind is not OriginKind.HTTP:
+    if options.get("origin_counter_url") and origin.kind not in (OriginKind.HTTP, OriginKind.SERVICE):
         raise _bad("--origin-counter-url", "--origin-sql is counted by pg_stat_statements")
     if options.get("mix") not in (None, "orders"):
         raise _bad("--mix", "your own origin is one endpoint (drop --mix)")
     if options.get("seed"):
         raise _bad("--seed", "your own origin is never seeded (drop --seed)")
+
+
+def _check_counter_pair(options: dict[str, Any]) -> None:
+    """A counter's name without its page (or the page without the name) with any origin: the
+    name alone was ignored without a word (issue 31)."""
+    if options.get("origin_counter_name") and not options.get("origin_counter_url"):
+        raise _bad("--origin-counter-name", "names a counter on --origin-counter-url, and none is "
+                                            "given: give both (with --origin-url) or neither")
+    if options.get("origin_counter_url") and not options.get("origin_counter_name"):
+        raise _bad("--origin-counter-url", "give --origin-counter-url and --origin-counter-name "
+                                           "together")
 
 
 def _check_builtin(options: dict[str, Any]) -> None:
@@ -115,7 +154,9 @@ def _check_keys(options: dict[str, Any], origin: CustomOrigin) -> None:
         raise _bad("--keys-sql", "your own origin needs its keys from exactly one of --keys-sql, "
                                  "--keys-file, --keys-trace"
                                  + (f" (given: {', '.join(given)})" if given else ""))
-    if options.get("keys_sql") and origin.kind is not OriginKind.SQL:
+    on_db = origin.kind is OriginKind.SQL or (origin.kind is OriginKind.SERVICE
+                                              and bool(options.get("origin_dsn")))
+    if options.get("keys_sql") and not on_db:
         raise _bad("--keys-sql", "reads the keys from --origin-dsn: with --origin-url give "
                                  "--keys-file")
     if origin.kind is OriginKind.SQL and not options.get("origin_dsn"):

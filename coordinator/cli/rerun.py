@@ -63,6 +63,10 @@ def _given(manifest: Manifest, options: dict[str, Any], run_id: str,
 def config_for(run_id: str, meta: dict[str, Any], manifest: Manifest,
                options: dict[str, Any]) -> LaunchConfig:
     """The recorded experiment on the services given now (or the embedded stack)."""
+    origin = (manifest.options.get("workload") or {}).get("origin") or {}
+    if origin.get("kind") == OriginKind.SERVICE.value:  # the service and its counts are the user's
+        raise click.UsageError(f"run {run_id} measured a running service (--service-url): launch "
+                               "it again with the same options (docs/black-box.md)")
     services, given = _given(manifest, options, run_id, meta)
     try:
         config = manifest.config(options["out"] or Path("runs") / new_run_id(), services,

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from model.think import InvalidThink, ThinkTime
 from model.trace import InvalidTrace, Trace, read_trace
@@ -42,6 +43,32 @@ def traffic_options(func: F) -> F:
     for option in reversed(options):
         func = option(func)
     return func
+
+
+def _typed(ctx: click.Context, name: str) -> bool:
+    """``name`` given on the command line (or from the environment), not a default or a preset's."""
+    return ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None)
+
+
+def check_think_open_loop(ctx: click.Context | None, options: dict[str, Any]) -> None:
+    """A think time typed with an open loop (``--rate``, a preset's or typed, or ``--keys-trace``):
+    open-loop clients send at the arrival instants and never pause, so the think time was dropped
+    without a word (issue 31). A preset's own think time (two-level's 1 ms) yields to a typed
+    ``--rate``: nothing was typed that would be ignored."""
+    if ctx is None:
+        return
+    typed = [n for n in ("think", "think_ms") if _typed(ctx, n)]
+    if not typed:
+        return
+    flag = "--" + typed[0].replace("_", "-")
+    if options.get("rate"):
+        whose = "" if _typed(ctx, "rate") else f" (from --preset {options.get('preset')})"
+        raise click.BadParameter(f"a pause between requests is closed loop only, and --rate"
+                                 f"{whose} makes the loop open (requests sent at that rate, no "
+                                 "pause): give one of them", param_hint=flag)
+    if options.get("keys_trace") is not None:
+        raise click.BadParameter("a pause between requests is closed loop only, and --keys-trace "
+                                 "replays the trace open loop: drop it", param_hint=flag)
 
 
 def _trace(options: dict[str, Any], path: Path) -> tuple[list[str], Trace]:

@@ -12,7 +12,7 @@ import click
 from click.core import ParameterSource
 
 from coordinator.cli.origin_options import custom_endpoints
-from coordinator.plan import drain_s
+from coordinator.trials.plan import drain_s
 from model.custom import CustomOrigin
 from model.origin import CATEGORIES
 from model.think import ThinkTime
@@ -23,10 +23,13 @@ MIXES = ("orders", "shop")
 
 # Each preset: CLI option name -> raw value, as typed on the command line (trial lengths leave
 # whole TTL periods between the 1 s warm-up and the drain for the last herd). Scaled to finish in
-# a few minutes on a small machine; docs/workloads.md shows their real output.
+# a few minutes on a small machine; docs/workloads.md shows their real output. A preset whose
+# headline is origin calls per event runs long enough for 8 events a trial (an interval's fewest,
+# results.figures.intervals.MIN_UNITS) even when each expiry drifts 0.6 of a TTL past the last
+# (tests/unit/test_preset_events.py); the source experiment's TTL stays.
 PRESETS: dict[str, dict[str, Any]] = {
     "single-flight": {  # 000: one hot key, 200 clients, TTL 2 s, closed loop
-        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 10.0,
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 26.0,
         "strategies": "naive,lock,lock-dc", "scale": 500_000,
     },
     # 000's whole table as it ran there: the six defences, 200 clients, TTL 2 s, 30 s x 3
@@ -49,21 +52,22 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "two-level": {  # 004: large compressed values on one hot key: Redis alone, then local + Redis
         "keys": "hot", "value_bytes": 2_000_000, "compress": True, "clients": 20, "workers": 2,
-        "ttl_s": 2.0, "seconds": 8.0, "strategies": "naive,lock-dc,two-level", "scale": 200_000,
+        "ttl_s": 2.0, "seconds": 26.0, "strategies": "naive,lock-dc,two-level", "scale": 200_000,
         "think_ms": 1.0,  # local hits never release the GIL: without a pause they starve the filler
     },
     # Consistency under writes: one hot key on a slow-ish origin (15 ms), written 8 times a second
     # at random instants; each write lands on a fill in flight now and then (the stale-set race).
     "stale-sets": {
-        "keys": "hot", "clients": 16, "workers": 2, "ttl_s": 5.0, "seconds": 31.0,
+        "keys": "hot", "clients": 16, "workers": 2, "ttl_s": 5.0, "seconds": 62.0,
         "invalidate_rate": 8.0, "origin_target_ms": 15.0, "think_ms": 1.0,  # as two-level's
         "strategies": "naive,lock-dc,lease,swr,two-level", "scale": 500_000,
     },
-    # Issue 15: "if Redis goes down, does my database survive?" The cache is SIGKILLed 4 s into
-    # each trial (restarted and primed again before the next): lock-dc as today (fail), then
-    # the three with production's fallback to the database (on_cache_error=origin).
+    # Issue 15: "if Redis goes down, does my database survive?" The cache is SIGKILLed 3 s into
+    # each trial and started again, empty, 2 s later (docs/faults.md): lock-dc as today (fail), then
+    # the three with production's fallback to the database (on_cache_error=origin). 30 s: the
+    # events the outage takes still leave 8.
     "cache-down": {
-        "keys": "hot", "clients": 40, "workers": 2, "ttl_s": 2.0, "seconds": 8.0,
+        "keys": "hot", "clients": 40, "workers": 2, "ttl_s": 2.0, "seconds": 30.0,
         "faults": ("cache:kill@3+2",), "think_ms": 1.0,  # as two-level's: local hits hold the GIL
         "strategies": "lock-dc,naive:on_cache_error=origin,lock-dc:on_cache_error=origin,"
                       "two-level:on_cache_error=origin", "scale": 200_000,
@@ -72,10 +76,37 @@ PRESETS: dict[str, dict[str, Any]] = {
     # (lock, lock-dc: redis-py-lock, python-redis-lock; swr: dogpile; lease: meta-memcache's
     # memcached leases, and its recache). Needs the [libraries] extra and a memcached binary.
     "libraries": {
-        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 10.0,
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 26.0,
         "strategies": "lock,lock-dc,redis-py-lock,python-redis-lock,swr,dogpile,"
                       "dogpile:distributed_lock=true,lease,meta-memcache,"
                       "meta-memcache:recache_ttl=2", "scale": 500_000,
+    },
+    # Issue 32: where production fights stampedes. 200 clients reach 4 app processes over HTTP;
+    # naive in the app processes on Redis is the reference, then nginx's proxy_cache and Varnish
+    # in front of an app that serves every request it gets from the origin (max-age = the TTL).
+    # nginx keeps an entry for whole seconds of max-age on a clock that ticks once a second: at
+    # TTL 2 s its expiries came 3 s apart (7 in a 26-s trial), so its trials run 34 s.
+    "http-caches": {
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 34.0,
+        "app_servers": "4", "scale": 500_000,
+        "strategies": "naive,nginx,nginx:lock=on,nginx:lock=on,use_stale=updating,"
+                      "background_update=on,varnish,varnish:grace_s=0",
+    },
+    # Issue 34: the asyncio libraries' defences where they live, in 4 asyncio app processes
+    # (uvicorn, one event loop each): cashews with and without its per-process task, its early
+    # refresh, aiocache's cached_stampede, beside our lock and xfetch on the asyncio driver.
+    "async-libraries": {
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 26.0,
+        "app_servers": "4", "app_kind": "asgi", "scale": 500_000,
+        "strategies": "lock,xfetch,cashews,cashews:protected=false,cashews-early,"
+                      "aiocache-stampede",
+    },
+    # Issue 32: does the herd follow the app processes? A process-local single flight with no
+    # distributed lock bounds it by the processes, lock-dc by one, naive by the clients.
+    "app-tier": {
+        "keys": "hot", "clients": 200, "workers": 4, "ttl_s": 2.0, "seconds": 26.0,
+        "app_servers": "1,2,4", "scale": 500_000,
+        "strategies": "naive,lock-dc,local-lock:distributed=false",
     },
 }
 

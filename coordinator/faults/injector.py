@@ -20,10 +20,10 @@ import pyarrow as pa
 from coordinator.faults.net import LinkControl, NetControlError
 from coordinator.faults.origin_holds import OriginHold, exhaust_origin, lock_orders
 from coordinator.faults.spec import LASTING, STANDING, Action, Fault, Target, label
-from coordinator.plan import TrialPlan
 from coordinator.stack import EmbeddedStack
 from coordinator.stack.celery_workers import LOCAL_HOST
 from coordinator.stack.processes import ManagedProcess
+from coordinator.trials.plan import TrialPlan
 from results.figures.fault_stats import FAULT_FIELDS, LOAD_FIELDS, origin_load, under_fault
 
 APPLY_TIMEOUT_S = 15.0  # bound on waiting for a fault that is being applied

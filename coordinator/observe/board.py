@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, StateSetMetricFamily
 from prometheus_client.registry import Collector
 
-from coordinator.plan import TrialPlan
+from coordinator.trials.plan import TrialPlan
 
 PHASES = ("idle", "lead", "warmup", "window", "drain", "gathering")
 
@@ -70,7 +70,7 @@ class Board(Collector):
         run = [self.run_id]
         phase = StateSetMetricFamily("stampede_trial_phase", "Where the current trial stands.",
                                      labels=["run_id", "trial", "strategy"])
-        trial = [str(plan.trial), plan.strategy.label] if plan is not None else ["0", ""]
+        trial = [str(plan.trial), plan.label] if plan is not None else ["0", ""]
         current = phase_at(plan, now, done)
         phase.add_metric([*run, *trial], {p: p == current for p in PHASES})
         yield phase

@@ -7,6 +7,7 @@ from typing import Any
 
 import psycopg
 
+from coordinator.blackbox import probe
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.origin import calibrate, own, seed
@@ -19,7 +20,10 @@ PRODUCT_QUERIES = (Query.PRODUCT, Query.RANKING)
 
 def prepare_origin(config: LaunchConfig, services: Services, console: Console) -> dict[str, Any]:
     """Seed (when asked) and calibrate the origin query; its median is printed and recorded.
-    The user's own origin is neither seeded nor calibrated (coordinator.origin.own)."""
+    The user's own origin is neither seeded nor calibrated (coordinator.origin.own); a black
+    box's is its own (coordinator.blackbox.probe)."""
+    if config.service is not None:
+        return probe.describe(config, console.say)
     if not config.workload.origin.builtin:
         return own.prepare(config.workload, services, config.counter, console)
     dsn = services.origin_dsn

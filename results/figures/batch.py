@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from results.figures import scan
-from results.store.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
+from results.store.schema import DROPPED, LATE_MS, LEGACY_WRITE_OP, NOT_REQUESTS, WRITE_OP
 
 _LATE_NS = round(LATE_MS * 1e6)
 
@@ -60,6 +60,13 @@ class Batch:
             self._codes[name] = (indices, [*values, None])  # code -1 reads values[-1]: None
         return self._codes[name]
 
+    def value_counts(self, name: str, rows: np.ndarray) -> dict[str, int]:
+        """How often each non-empty value of string column ``name`` stands in ``rows``."""
+        codes, values = self.codes(name)
+        found = np.bincount(codes[rows] + 1, minlength=len(values) + 1)  # null (code -1) at 0
+        return {str(values[code]): n for code, n in enumerate(found[1:].tolist())
+                if n and values[code]}
+
     def is_in(self, name: str, wanted: Iterable[str]) -> np.ndarray:
         codes, values = self.codes(name)
         hits = np.array([v in set(wanted) for v in values], bool)
@@ -78,7 +85,7 @@ class Batch:
         return ~self.writes()
 
     def client_requests(self) -> np.ndarray:
-        return np.asarray(self.reads() & ~self.is_in("op", (REFRESH_OP,)), bool)
+        return np.asarray(self.reads() & ~self.is_in("op", NOT_REQUESTS), bool)
 
     def in_window(self) -> np.ndarray:
         return self.flag("in_window")

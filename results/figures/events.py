@@ -273,15 +273,20 @@ class EventPlan:
     ttl_ns: int
     periods: int  # TTL periods x primed keys: the per-period cross-check's denominator
     aligned: bool
+    # How late an event may be stamped after its first call (None: ``tolerance_ns`` of the TTL).
+    # 0 for calls seen in samples (results.figures.samples): a sample sees a call after it ended.
+    tolerance_ns: int | None = None
 
 
 def trial_events(rows: pa.Table, observed: Sequence[Event], plan: EventPlan,
-                 window_calls: int) -> tuple[dict[str, Any], list[Herd]]:
-    """The trial's event figures and every herd (for ``expiries.parquet``): computed once."""
-    tolerance = tolerance_ns(plan.ttl_ns)
+                 window_calls: int, calls: pa.Table | None = None) -> tuple[dict[str, Any], list[Herd]]:
+    """The trial's event figures and every herd (for ``expiries.parquet``): computed once.
+    ``calls``: the origin calls when they come from elsewhere than ``rows`` (samples)."""
+    tolerance = tolerance_ns(plan.ttl_ns) if plan.tolerance_ns is None else plan.tolerance_ns
     merged = expiry_reports.merge_close(observed, tolerance)
     events = expiry_reports.with_schedule(merged, plan.first_expiry_ns, plan.ttl_ns, plan.aligned)
-    attribution = attribute(origin_calls(rows), events, tolerance, plan.ttl_ns // 2, waited(rows))
+    found = origin_calls(rows) if calls is None else calls
+    attribution = attribute(found, events, tolerance, plan.ttl_ns // 2, waited(rows))
     counted = in_window(attribution.herds, *plan.window)
     out = figures(counted, attribution.unattributed, window_calls, plan.periods)
     offsets = [abs(h.event.at_ns - h.event.scheduled_ns) / 1e6 for h in counted

@@ -14,6 +14,8 @@ class Source(enum.StrEnum):
     DELETED = "deleted"  # the cache server reported a DEL of the key (write-driven invalidation)
     REFRESH = "refresh"  # a refresh replaced a still-live value: the refresh cycle of that value
     SCHEDULE = "schedule"  # no server report could be had: the planned instant
+    FRONT = "front"  # an HTTP cache in front answered from an expired or missing entry (its own word)
+    INFERRED = "inferred"  # a black-box trial with no other source: a burst in the origin's samples
 
 
 @dataclass(frozen=True)

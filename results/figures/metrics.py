@@ -12,15 +12,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from results.figures import intervals, rates, scan
 from results.figures.batch import Batch
 from results.store.schema import (
+    APP_OP,
     DROPPED,
     LATE_MS,
     LEGACY_WRITE_OP,
+    NOT_REQUESTS,
     REFRESH_OP,
     REQUEST_SCHEMA,
     WRITE_OP,
@@ -101,15 +104,15 @@ def reads(rows: pa.Table) -> pa.Table:
 
 def client_requests(rows: pa.Table) -> pa.Table:
     """The clients' requests: every figure of latency, rate and outcome is over these
-    (origin writes and background ``refresh`` jobs left out)."""
+    (origin writes, background ``refresh`` jobs and the app tier's own ``app`` rows left out)."""
     rows = reads(rows)
-    return rows.filter(pc.not_equal(rows["op"], REFRESH_OP))
+    return rows.filter(pc.invert(pc.is_in(rows["op"], pa.array(NOT_REQUESTS))))
 
 
 # The request columns the trial's figures read.
 COLUMNS = ("worker", "op", "in_window", "outcome", "latency_ns", "local_hit", "error",
            "origin_called", "fallback", "stale_age_ns", "t_start_ns", "t_intended_ns", "key",
-           "origin_start_ns", "origin_ns", "refresh_of_ns", "pool_wait_ns")
+           "origin_start_ns", "origin_ns", "refresh_of_ns", "pool_wait_ns", "cache_status")
 # What the second pass reads.
 SECOND_COLUMNS = ("op", "in_window", "outcome", "latency_ns", "local_hit", "stale_age_ns")
 # The columns of the origin-call rows kept for the events, peaks and faults (few rows).
@@ -170,6 +173,7 @@ class _Folds:
     window: Window
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_COUNTED, 0))
     errors: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)  # an HTTP cache's words on the window's answers
     called: list[pa.Table] = field(default_factory=list)
     firsts: dict[str, int] = field(default_factory=dict)
     latency: scan.Quantiles = field(
@@ -205,7 +209,9 @@ class _Folds:
             c["fallback_calls"] += int(calls[everything & b.flag("fallback")].sum())
         c["late_sends"] += int((b.late() & win).sum())
         c["dropped_sends"] += int((b.dropped() & win).sum())
-        _count_errors(self.errors, b, everything)
+        _count_errors(self.errors, b, everything & ~b.is_in("op", (APP_OP,)))  # the client's row has it
+        if b.has("cache_status"):
+            _add(self.statuses, b.value_counts("cache_status", win))
         for q, values in self._quantile_inputs(b, win):
             q.count(values)
 
@@ -223,10 +229,11 @@ class _Folds:
     def _firsts(self, b: Batch) -> None:
         if not b.has("worker") or b.n == 0:
             return
+        clients = b.client_requests()  # a worker's first request (an app process sends none)
         codes, names = b.codes("worker")
         starts = b.ints("t_start_ns")
-        for code in np.unique(codes).tolist():
-            name, first = str(names[code]), int(starts[codes == code].min())
+        for code in np.unique(codes[clients]).tolist():
+            name, first = str(names[code]), int(starts[(codes == code) & clients].min())
             self.firsts[name] = min(first, self.firsts.get(name, first))
 
     def result(self, window: Window, floor_ms: float) -> Scanned:
@@ -252,6 +259,8 @@ class _Folds:
             "floor_ms": floor_ms,
             "below_floor": bool(self.remote.n and self.remote.result_ms()[0] < floor_ms),
             "error_types": _error_types(self.errors),
+            "cache_statuses": orjson.dumps(dict(sorted(self.statuses.items()))).decode()
+            if self.statuses else "",
             "local_hits": c["local_hits"], "fallback_calls": c["fallback_calls"],
             "refreshes": c["refreshes"],
             "stale_age_p50_ms": stale_p50,
@@ -276,11 +285,13 @@ class _Folds:
 
 def _count_errors(found: dict[str, int], b: Batch, rows: np.ndarray) -> None:
     """Add the ``rows``' errors (their first 60 characters) to ``found``."""
-    codes, names = b.codes("error")
-    counts = np.bincount(codes[rows & (codes >= 0)], minlength=len(names))
-    for code in np.flatnonzero(counts).tolist():
-        text = str(names[code])[:60]
-        found[text] = found.get(text, 0) + int(counts[code])
+    for text, n in b.value_counts("error", rows).items():
+        _add(found, {text[:60]: n})
+
+
+def _add(found: dict[str, int], more: dict[str, int]) -> None:
+    for text, n in more.items():
+        found[text] = found.get(text, 0) + n
 
 
 def _error_types(found: dict[str, int]) -> str:

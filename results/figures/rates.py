@@ -36,6 +36,13 @@ def bins(span_ns: int, period_ns: int) -> int:
     return min(MAX_BINS, max(1, round(span_ns / (per * period_ns))))
 
 
+def bin_unit(period_ns: int) -> str:
+    """What one of the ``bins`` is, as a ``too few`` label names it: a TTL period when a period
+    lasts about a second or more (each bin is then one period: a 120 s trial at TTL 20 s has 5),
+    else about a second of whole periods."""
+    return "TTL periods" if period_ns > 0 and round(1e9 / period_ns) <= 1 else "seconds"
+
+
 @dataclass
 class Seconds:
     """The window's requests and stale answers per second (equal bins of about a second)."""
@@ -59,5 +66,6 @@ class Seconds:
     def estimates(self) -> tuple[intervals.Estimate, intervals.Estimate]:
         """rps (requests over the bins' seconds) and the stale share (stale over requests)."""
         seconds = np.full(self.count, self.window.seconds / self.count) if self.count else None
-        rps = intervals.bootstrap(self.requests, seconds, unit="seconds")
-        return rps, intervals.bootstrap(self.stale, self.requests, unit="seconds")
+        unit = bin_unit(self.window.period_ns)
+        rps = intervals.bootstrap(self.requests, seconds, unit=unit)
+        return rps, intervals.bootstrap(self.stale, self.requests, unit=unit)

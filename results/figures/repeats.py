@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from results.figures import intervals
+from results.figures import intervals, rates
 from results.figures.intervals import DRAWS, MIN_UNITS, NAN, Estimate
 
 # Per-event figures: column of trials.parquet -> (expiries.parquet column, statistic, need)
@@ -89,6 +89,8 @@ def trial_estimate(row: Mapping[str, Any], figure: str) -> Estimate:
         return Estimate(_number(row, figure))
     if figure in OTHERS:
         unit, counted, need = OTHERS[figure]
+        if counted == "rate_bins" and row.get("ttl_s"):  # the bins: TTL periods or seconds
+            unit = rates.bin_unit(round(float(row["ttl_s"]) * 1e9))
     else:
         unit, counted = "events", "expiry_events"
         need = intervals.fewest_for(EVENT_QUANTILE[figure]) if figure in EVENT_QUANTILE else MIN_UNITS
@@ -121,6 +123,21 @@ def per_strategy(trials: Sequence[Mapping[str, Any]],
     for t in trials:
         groups.setdefault(str(t["strategy"]), []).append(t)
     return {name: strategy_estimates(rows, events) for name, rows in groups.items()}
+
+
+def herd_max(trials: Sequence[Mapping[str, Any]], events: Mapping[int, TrialEvents]) -> Estimate:
+    """The largest herd over one strategy's repeats' window events pooled, with the two-stage
+    bootstrap interval (the largest of a resample: the same units as the per-event figures).
+    Why here: ``coordinator simulate --validate`` gates on it, and it must be the measured
+    readers' computation, not a copy."""
+    found = [events.get(int(t["trial"])) for t in trials if t.get("trial") is not None]
+    if len(found) != len(trials) or any(e is None for e in found):
+        return Estimate(max((_number(t, "herd_max") for t in trials), default=NAN))
+    return _pooled([e.calls for e in found if e is not None], _nan_max, MIN_UNITS)
+
+
+def _nan_max(values: np.ndarray, axis: int) -> Any:
+    return np.nanmax(values, axis=axis)
 
 
 def _nan_quantile(q: float) -> Callable[..., Any]:

@@ -17,7 +17,7 @@ from results.figures.checks import (
     workers_cell,
 )
 from results.figures.intervals import Estimate
-from results.outputs import verdicts
+from results.outputs import sampled, verdicts
 from results.outputs.text import grid
 
 COLUMNS = ("strategy", "origin/expiry (each run)", "origin/expiry [95 %]", "per", "herd p50 [95 %]",
@@ -89,16 +89,17 @@ def strategy_line(name: str, rows: list[Mapping[str, Any]],
         f"{sum(int(_get(r, 'local_hits', 0)) for r in rows):,}",
         f"{sum(int(_get(r, 'refreshes', 0)) for r in rows):,}",
         _commands_per_request(rows),
-        f"{max(int(r['peak_origin_inflight']) for r in rows)}",
+        "n/a" if sampled.is_sampled(rows) else f"{max(int(r['peak_origin_inflight']) for r in rows)}",
         _spread(rows),
         db,
         _generator(rows),
     ]
 
 
-_KINDS = {"expiry": "expiry", "refresh cycle": "refresh", "expiry+refresh": "both"}
-
-
+_KINDS = {"expiry": "expiry", "refresh cycle": "refresh", "expiry+refresh": "both",
+          "delete": "delete", "inferred": "inferred"}
+# Events the server did not report: the schedule, or a black box's own delete instants ('*').
+_NOT_REPORTED = ("schedule", "scheduled-delete")
 def _commands_per_request(rows: list[Mapping[str, Any]]) -> str:
     """Commands the cache and the lock store counted per client request (median over repeats);
     runs made before the servers were asked have none."""
@@ -111,6 +112,8 @@ def _commands_per_request(rows: list[Mapping[str, Any]]) -> str:
 def _db_check(rows: list[Mapping[str, Any]]) -> str:
     """``ok``, or each repeat's mismatch; ``LOST`` instead of ``MISMATCH`` when every mismatch
     is a trial whose lost workers' rows are missing (PostgreSQL counted their calls)."""
+    if sampled.is_sampled(rows):
+        return sampled.check_cell(rows)
     if any(r.get("db_check") == "unchecked" for r in rows):  # no counter: never "ok"
         return "unchecked"
     bad = [r for r in rows if not r["db_calls_match"]]
@@ -127,7 +130,8 @@ def _event_kind(rows: list[Mapping[str, Any]]) -> str:
     made before events were observed counted TTL periods."""
     kinds = {str(r.get("event_kind") or "") for r in rows}
     names = sorted({_KINDS.get(k, "period") for k in kinds})
-    return "+".join(names) + ("*" if any(r.get("expiry_source") == "schedule" for r in rows) else "")
+    return "+".join(names) + ("*" if any(r.get("expiry_source") in _NOT_REPORTED for r in rows)
+                              else "")
 
 
 def _generator(rows: list[Mapping[str, Any]]) -> str:
@@ -204,7 +208,9 @@ def _check_notes(r: Mapping[str, Any]) -> list[str]:
                    f"{r['floor_ms']:.3f} ms: check the errors")
     if r.get("db_check") == "unchecked":
         out.append(f"origin calls unchecked: {r.get('db_check_detail')}")
-    elif not r["db_calls_match"]:
+    if r.get("origin_source"):
+        out.extend(sampled.notes(r))
+    elif not r["db_calls_match"] and r.get("db_check") != "unchecked":
         out.append(origin_mismatch(r["origin_calls_total"], r["db_calls"],
                                    int(_get(r, "workers_lost", 0))))
     out.extend(liveness_notes(r))

@@ -21,6 +21,7 @@ from results.store.schema import (
     EXPIRY_SCHEMA,
     MANIFEST_VERSION,
     REQUEST_SCHEMA,
+    SAMPLE_SCHEMA,
     SCHEMA_VERSION,
     STATEMENT_SCHEMA,
     TRIAL_SCHEMA,
@@ -42,6 +43,7 @@ class RunWriter:
         self._statements: list[dict[str, Any]] = []
         self._expiries: list[dict[str, Any]] = []
         self._commands: list[dict[str, Any]] = []
+        self._samples: list[dict[str, Any]] = []
 
     @classmethod
     def create(cls, root: Path) -> RunWriter:
@@ -91,6 +93,11 @@ class RunWriter:
         trials = {r["trial"] for r in rows}
         self._expiries = [e for e in self._expiries if e["trial"] not in trials] + rows
         _replace_table(self.root / "expiries.parquet", self._expiries, EXPIRY_SCHEMA)
+
+    def add_samples(self, rows: list[dict[str, Any]]) -> None:
+        """One black-box trial's samples of the origin's count; rewrite ``samples.parquet``."""
+        self._samples.extend(rows)
+        _replace_table(self.root / "samples.parquet", self._samples, SAMPLE_SCHEMA)
 
 
 class TrialParts:
@@ -187,6 +194,12 @@ def read_commands(root: Path) -> pa.Table | None:
 def read_statements(root: Path) -> pa.Table | None:
     """Per-statement database time per trial; None for runs made before it was recorded."""
     path = root / "statements.parquet"
+    return pq.read_table(path) if path.exists() else None
+
+
+def read_samples(root: Path) -> pa.Table | None:
+    """A black-box run's samples of the origin's count; None for any other run."""
+    path = root / "samples.parquet"
     return pq.read_table(path) if path.exists() else None
 
 

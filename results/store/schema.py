@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from model.http.response import CACHE_STATUS_WORDS
 from strategies.base import Outcome
 
 SCHEMA_VERSION = 1
@@ -48,7 +49,12 @@ WIRE_ADDED = [pa.field("stage", pa.int16()), pa.field("bypass", pa.bool_()),
               pa.field("version_served", pa.int64()), pa.field("version_set", pa.int64()),
               pa.field("set_ns", pa.int64()), pa.field("commit_ns", pa.int64()),
               # the cache failed and the origin answered instead (on_cache_error=origin)
-              pa.field("fallback", pa.bool_())]
+              pa.field("fallback", pa.bool_()),
+              # HTTP clients (issue 32): the response's status (0: not an HTTP request), its body
+              # bytes, the HTTP cache's word from X-Cache-Status ('' none: CACHE_STATUSES) and
+              # the Age header in seconds (-1: none)
+              pa.field("http_status", pa.int16()), pa.field("http_bytes", pa.int64()),
+              pa.field("cache_status", pa.string()), pa.field("age_s", pa.int32())]
 WIRE_SCHEMA = pa.schema([*_WIRE_BASE, *WIRE_ADDED])
 
 # Which trial a row belongs to: the first columns of requests, trials and expiries.
@@ -151,7 +157,7 @@ TRIAL_SCHEMA = pa.schema(
         # on_cache_error=origin: origin calls of requests answered while the cache failed (in
         # the window); they belong to no expiry's herd.
         ("fallback_calls", pa.int64()),
-        # Liveness (coordinator.liveness, issue 15): why each missing worker's rows are missing
+        # Liveness (coordinator.trials.liveness, issue 15): why each missing worker's rows are missing
         # ("w3@host: lost: silent 5.2 s (limit 5 s)", "killed by a fault", ...; '; '-separated)
         # and the slow workers (silent for more than half the limit, then heard again).
         ("lost_workers", pa.string()),
@@ -207,6 +213,26 @@ TRIAL_SCHEMA = pa.schema(
         ("stale_share", pa.float64()),  # stale_served / requests
         ("stale_share_lo", pa.float64()),
         ("stale_share_hi", pa.float64()),
+        # The HTTP layer (issue 32): the app processes that served the trial (0: none, the
+        # strategy ran in the client threads), the HTTP cache in front ('' none: nginx, varnish),
+        # its own counters over the trial (JSON: varnishstat's MAIN.*, nginx's stub_status) and
+        # the cache statuses it put on the window's answers (JSON: X-Cache-Status word -> count).
+        ("app_servers", pa.int32()),
+        ("front", pa.string()),
+        ("front_counters", pa.string()),
+        ("cache_statuses", pa.string()),
+        # A black-box trial (issue 33: --service-url): where its origin calls were counted
+        # (pg_stat_statements or counter, sampled: samples.parquet; '' rows), the slowest
+        # source's sample rate, the tool's scheduled deletes that removed a key and those the
+        # cache reported back, and the events whose herds the two counts agree on within a call.
+        ("origin_source", pa.string()),
+        ("sample_hz", pa.float64()),
+        ("deletes", pa.int64()),
+        ("deletes_observed", pa.int64()),
+        ("herds_agreeing", pa.int64()),
+        ("herds_compared", pa.int64()),
+        # What ran the clients (--client-driver): threads or asyncio ('' in older runs).
+        ("client_driver", pa.string()),
     ]
 )
 
@@ -227,6 +253,20 @@ EXPIRY_SCHEMA = pa.schema(
         ("first_fill_ms", pa.float64()),
         ("reported_ns", pa.int64()),  # when the listener received the server's report
         ("waits", pa.int64()),  # client requests that waited for its fill (the calls' rule)
+        ("calls_check", pa.int64()),  # black box: its herd by the second count (null: none)
+    ]
+)
+
+# One row per sample in ``samples.parquet`` (a black-box trial, coordinator.blackbox): a count of
+# the origin calls read during the trial, or a delete the tool made on the service's cache.
+SAMPLE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("trial", pa.int32()),
+        ("source", pa.string()),  # pg_stat_statements, counter, or delete (a scheduled delete)
+        ("t_ns", pa.int64()),  # coordinator clock: the read's midpoint (a delete: when it was sent)
+        ("read_ns", pa.int64()),  # how long the read (or the delete) took
+        ("value", pa.int64()),  # the count read, or the keys the delete removed
     ]
 )
 
@@ -236,7 +276,7 @@ COMMAND_SCHEMA = pa.schema(
     [
         ("run_id", pa.string()),
         ("trial", pa.int32()),
-        ("server", pa.string()),  # cache or lock-store
+        ("server", pa.string()),  # cache, lock-store, or front (an HTTP cache before the app tier)
         ("kind", pa.string()),  # redis or memcached
         ("command", pa.string()),  # as the server names it (get, set, evalsha, client|setinfo...)
         ("calls", pa.int64()),
@@ -260,8 +300,13 @@ STATEMENT_SCHEMA = pa.schema(
 )
 
 OUTCOMES = tuple(o.name.lower() for o in sorted(Outcome))  # by code: the recorder's dictionary
+CACHE_STATUSES = CACHE_STATUS_WORDS  # cache_status by code (model.http.CacheStatus): '' none, HIT...
 LATE_MS = 10.0  # an open-loop send this far behind its intended instant counts as late
 DROPPED = "DroppedSend"  # error type of an open-loop send given up (too late to be meaningful)
 WRITE_OP = "write"  # op of an origin write (then the strategy's own invalidation or update)
 LEGACY_WRITE_OP = "invalidate"  # the same rows in runs made before versions were recorded
 REFRESH_OP = "refresh"  # op of a background job's row: counts origin calls, is not a request
+# op of an app-tier row (app/): an origin call an app process made while answering an HTTP
+# request; counts origin calls, is not a client's request (the client's row is that request)
+APP_OP = "app"
+NOT_REQUESTS = (REFRESH_OP, APP_OP)  # ops whose rows count origin calls but are no request

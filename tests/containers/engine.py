@@ -4,7 +4,7 @@
 itself (root, no service manager here) and stops it by PID afterwards only when it started it
 and no other test session still uses it. ``ensure_images()`` makes or reuses the local Debian
 base, builds the project image with the same scripts ``make image`` runs, and stand-ins for the
-public Redis, PostgreSQL and memcached images when those are not on the machine and cannot be
+public Redis, PostgreSQL, memcached, nginx and Varnish images when those are not on the machine and cannot be
 pulled.
 """
 
@@ -27,9 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGES_DIR = Path(__file__).resolve().parent / "images"
 # Another tag here makes a fresh base (and so rebuilds everything): how the fresh-base time is measured.
 LOCAL_BASE = os.environ.get("STAMPEDE_TEST_LOCAL_BASE", "local/debian:bookworm")
-PUBLIC = {"redis": "redis:7.2", "postgres": "postgres:15", "memcached": "memcached:1.6"}
+PUBLIC = {"redis": "redis:7.2", "postgres": "postgres:15", "memcached": "memcached:1.6",
+          "nginx": "nginx:1.22", "varnish": "varnish:7.1"}
 STAND_INS = {"redis": "stampede-test/redis:7-bookworm", "postgres": "stampede-test/postgres:15-bookworm",
-             "memcached": "stampede-test/memcached:1.6-bookworm"}
+             "memcached": "stampede-test/memcached:1.6-bookworm",
+             "nginx": "stampede-test/nginx:1.22-bookworm", "varnish": "stampede-test/varnish:7.1-bookworm"}
 PROJECT_IMAGE = os.environ.get("STAMPEDE_IMAGE", "stampede-lab:latest")
 LOCK_DIR = Path(tempfile.gettempdir())
 START_TIMEOUT_S = 30.0
@@ -48,11 +50,14 @@ class Images:
     redis: str
     postgres: str
     memcached: str
+    nginx: str
+    varnish: str
 
     def public(self) -> dict[str, str]:
         """Each public image the manifests name -> the image to run for it (itself or a stand-in)."""
         return {PUBLIC["redis"]: self.redis, PUBLIC["postgres"]: self.postgres,
-                PUBLIC["memcached"]: self.memcached, "stampede-lab:latest": self.project}
+                PUBLIC["memcached"]: self.memcached, PUBLIC["nginx"]: self.nginx,
+                PUBLIC["varnish"]: self.varnish, "stampede-lab:latest": self.project}
 
 
 def docker_cli() -> str:

@@ -29,6 +29,7 @@ def env_file(path: Path, images: Images, password: str, extra: Mapping[str, str]
     """The stack's ``.env``: the images (stand-ins where the public ones are absent), the password."""
     lines = {"POSTGRES_PASSWORD": password, "REDIS_IMAGE": images.redis,
              "POSTGRES_IMAGE": images.postgres, "MEMCACHED_IMAGE": images.memcached,
+             "NGINX_IMAGE": images.nginx, "VARNISH_IMAGE": images.varnish,
              "STAMPEDE_IMAGE": images.project, **extra}
     path.write_text("".join(f"{k}={v}\n" for k, v in lines.items()))
     return path

@@ -37,8 +37,15 @@ PASSWORD = "Pa55@host/db:x"  # psycopg would read `Pa55` as the password, `host/
 # Probed every 4 s; 15 s to answer (a saturated 2-core machine can starve an exec for seconds).
 HEALTH = {"WORKER_HEALTH_INTERVAL": "4s", "WORKER_HEALTH_TIMEOUT": "15s",
           "WORKER_HEALTH_START_PERIOD": "120s"}
-# memcached beside the Redis cache: its profile and its URL, the two lines a user adds to .env.
-MEMCACHED = {"COMPOSE_PROFILES": "memcached", "STAMPEDE_MEMCACHE_URL": "memcache://memcached:11211"}
+# memcached beside the Redis cache: its profile and its URL, the two lines a user adds to .env;
+# and the profile of the HTTP layer (the app tier, nginx and Varnish in front of it).
+MEMCACHED = {"COMPOSE_PROFILES": "memcached,http", "STAMPEDE_MEMCACHE_URL": "memcache://memcached:11211"}
+APP_PROCESSES = 4  # the compose file's default STAMPEDE_APP_PROCESSES, one app container
+# run3: the strategies in the app tier over HTTP, then behind the nginx and the Varnish of the
+# compose file (their deployed configurations: nginx's defaults, Varnish's 10 s of grace).
+RUN3 = ("--clients", "32", "--ttl", "1", "--seconds", "5", "--app-servers", str(APP_PROCESSES),
+        "--app-url", "http://app:8000", "--nginx-url", "http://nginx:8080",
+        "--varnish-url", "http://varnish:8080", "--strategies", "naive,nginx,varnish")
 SHORT = ("--clients", "32", "--ttl", "1", "--seconds", "4", "--strategies", "naive,lock")
 # run1 adds meta-memcache, on memcached; memcached keeps TTLs in whole seconds, and at 1 s an
 # item lives 0-1 s (its clock ticks once a second): TTL 2, two periods per trial.
@@ -235,6 +242,28 @@ def test_a_killed_worker_container_leaves_an_incomplete_trial(
     assert mine.length() > 0 and pc.max(mine).as_py() < kill.after_ns
     assert kill.before_ns - pc.max(mine).as_py() < 2.5e9  # its last batch left within a second or so
     assert two["complete"] and two["workers"] == WORKERS - 1
+
+
+def test_the_app_tier_and_the_http_caches_run_as_deployed(
+        stack: Stack, first: tuple[Run, HealthWatch]) -> None:
+    """Remote mode of the HTTP layer: the coordinator waits for the app container's processes,
+    its clients reach them over HTTP, then through the compose file's nginx and Varnish (their
+    live configurations checked, never changed); every origin call an app row, counted once."""
+    run, _ = _run(stack, "run3", *RUN3)
+    print(f"\nrun3 ({run.seconds:.1f} s):\n{run.table}")
+    assert run.code == 0, run.stderr[-3000:]
+    assert len(run.meta["app_tier"]["processes"]) == APP_PROCESSES, run.meta["app_tier"]
+    per = {t["strategy"]: t for t in run.trials}
+    assert set(per) == {"naive", "nginx", "varnish"}
+    for trial in per.values():
+        assert trial["db_calls_match"] and trial["errors"] == 0, trial
+        assert trial["app_servers"] == APP_PROCESSES and trial["complete"], trial
+    assert per["nginx"]["front"] == "nginx" and per["nginx"]["expiry_source"] == "front"
+    assert per["varnish"]["origin_per_expiry"] <= 1.5 < per["nginx"]["origin_per_expiry"], per
+    rows = run.rows()
+    apps = rows.filter(pc.field("op") == "app")
+    assert set(apps["worker"].unique().to_pylist()) <= set(run.meta["app_tier"]["processes"])
+    assert pc.sum(apps["origin_called"]).as_py() == sum(t["db_calls"] for t in run.trials)
 
 
 def test_down_leaves_no_container_volume_or_network(stack: Stack) -> None:

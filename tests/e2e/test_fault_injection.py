@@ -18,10 +18,10 @@ from coordinator.cli.options import strategy_list
 from coordinator.config import LaunchConfig
 from coordinator.console import Console
 from coordinator.defaults import Timing
-from coordinator.dispatch import client_app
 from coordinator.experiment import run_experiment
 from coordinator.faults.injector import Injector
 from coordinator.stack import EmbeddedStack
+from coordinator.trials.dispatch import client_app
 from results.store import rundir
 
 TIMING = Timing(lead_s=1.0, warmup_s=0.5, progress_s=0.25, worker_wait_s=40, gather_grace_s=8)

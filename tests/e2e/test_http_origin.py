@@ -63,7 +63,7 @@ def test_the_herd_waits_for_the_pool_apart_from_the_call(
 
 
 @pytest.mark.parametrize(("route", "error", "extra"), [
-    ("fail", "HttpStatusError: HTTP 503 Service Unavailable", ()),
+    ("fail", "HttpStatusError: 503 Service Unavailable", ()),
     ("slow", "ReadTimeoutError", ("--http-read-ms", "200")),
 ])
 def test_a_failing_service_is_error_rows_of_their_type_and_the_counter_still_agrees(

@@ -6,13 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow.compute as pc
 import pytest
 
+from results.figures import intervals
 from results.figures.groups import stage_rows
 from results.outputs import report_data
 from results.store import rundir
+from results.store.schema import LEGACY_WRITE_OP, REFRESH_OP, WRITE_OP
 from tests.helpers import coordinator
+
+# A TTL of 0.25 s allows a clock offset uncertainty of 12.5 ms; the embedded stack's workers
+# share this host's clock, and on a loaded machine the measurement alone gave +-16.5 ms (issue 31)
+SAME_HOST_CLOCK = ("--force-clock",)
+SET_UP = {"hello", "client|setinfo", "select", "auth"}  # a client connection's handshake
 
 
 def launch(out: Path, *args: str) -> list[dict[str, Any]]:
@@ -25,6 +33,12 @@ def by_strategy(trials: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {t["strategy"]: t for t in trials}
 
 
+def lock_store_commands(commands: list[dict[str, Any]], trial: dict[str, Any]) -> set[str]:
+    """The commands the lock store counted during ``trial`` (commands.parquet's rows)."""
+    return {c["command"] for c in commands if c["trial"] == trial["trial"]
+            and c["server"] == "lock-store"}
+
+
 def test_single_flight_naive_herd_is_far_above_lock_dc(tmp_path: Path) -> None:
     trials = by_strategy(launch(tmp_path / "sf", "--preset", "single-flight", "--workers", "2",
                                 "--clients", "60", "--seconds", "6", "--scale", "100000"))
@@ -35,16 +49,33 @@ def test_single_flight_naive_herd_is_far_above_lock_dc(tmp_path: Path) -> None:
 
 
 def test_experiment_000_gives_its_six_rows_with_intervals(tmp_path: Path) -> None:
-    """000's whole table, shortened (TTL 0.25 s: ten expiries in 4 s): every strategy's repeats,
-    each headline figure with an interval, naive's herds far above lock's."""
+    """000's whole table, shortened (TTL 0.25 s, 6 s: 19 periods; at 4 s, 11, naive's herds
+    drifting 0.5-0.75 of a TTL each left 7 events under load, too few): every strategy's repeats,
+    each headline figure with an interval that the trial's own events and rows give again (the
+    check was ``lo <= value <= hi``, which the computation guarantees by clamping), naive's herds
+    far above lock's."""
     out = tmp_path / "000"
     trials = launch(out, "--preset", "experiment-000", "--workers", "2", "--clients", "40",
-                    "--ttl", "0.25", "--seconds", "4", "--repeat", "2", "--scale", "50000")
+                    "--ttl", "0.25", "--seconds", "6", "--repeat", "2", "--scale", "50000",
+                    *SAME_HOST_CLOCK)
     names = ["naive", "lock", "xfetch", "xfetch:beta=10", "xfetch:beta=100", "swr"]  # beta=1: the default
     assert [t["strategy"] for t in trials] == names * 2
-    for t in trials:
-        assert t["origin_per_expiry_lo"] <= t["origin_per_expiry"] <= t["origin_per_expiry_hi"], t
-        assert t["p99_ms_lo"] <= t["p99_ms"] <= t["p99_ms_hi"], t
+    events = rundir.read_expiries(out)
+    not_client = [REFRESH_OP, WRITE_OP, LEGACY_WRITE_OP]  # the latencies are the clients' requests'
+    requests = rundir.requests_dataset(out).to_table(
+        columns=["trial", "latency_ns"], filter=pc.field("in_window") & ~pc.field("op").isin(not_client))
+    assert events is not None
+    for t in trials:  # each interval as the rows and events written give it (not clamped: computed)
+        calls = events.filter(pc.and_(pc.equal(events["trial"], t["trial"]), events["in_window"]))
+        sizes = np.asarray(calls["calls"].to_pylist(), np.float64)
+        again = intervals.bootstrap(sizes)
+        assert again.known and (t["origin_per_expiry_lo"], t["origin_per_expiry_hi"]) == pytest.approx(
+            (again.lo, again.hi)), (t, sizes)
+        assert intervals.bootstrap(sizes[:3]).too_few == "n=3: too few events"  # the pair: no interval
+        latency = np.sort(requests.filter(pc.equal(requests["trial"], t["trial"]))["latency_ns"].to_numpy())
+        ranks = intervals.order_ranks(latency.size, 0.99)
+        assert ranks is not None and (t["p99_ms_lo"], t["p99_ms_hi"]) == pytest.approx(
+            (latency[ranks[0]] / 1e6, latency[ranks[1]] / 1e6)), t
     naive = [t for t in trials if t["strategy"] == "naive"]
     lock = [t for t in trials if t["strategy"] == "lock"]
     assert min(t["origin_per_expiry_lo"] for t in naive) > max(t["origin_per_expiry_hi"] for t in lock)
@@ -65,19 +96,27 @@ def test_jitter_about_halves_the_peak_origin_rate(tmp_path: Path) -> None:
     assert spread["peak_origin_per_s"] <= 0.7 * together["peak_origin_per_s"], (together, spread)
 
 
-def test_bypass_ramp_light_endpoint_p99_grows_tenfold(tmp_path: Path) -> None:
+def test_bypass_ramp_light_endpoint_p99_is_the_wait_for_a_connection(tmp_path: Path) -> None:
+    """003's finding: bypassed, the light endpoint's p99 is the wait for a pool connection that
+    heavy rankings hold, not its own query. The bound is the run's own floor for a bypassed light
+    request, its query's median in PostgreSQL, measured in the same stage: ten of them at p99.
+    (It was ten times the cached stage's p99, a ratio of two latencies of one day's machine:
+    56-143x measured, then 6x on a fresh clone, 63.5 ms against 10 x 10.5 ms: issue 31.)"""
     out = tmp_path / "ramp"
-    # 2M products: rankings heavy enough to hold the pool once bypassed (1M: the light p99 grew
-    # 9.5-43x over runs, too close to call), light enough while cached (3M: each ranking refill
-    # took seconds on a 2-core machine). Jitter spreads the 24 rankings' first expiries, which
-    # would otherwise refill together inside the cached stage. Measured: 56-143x.
+    # 2M products: rankings heavy enough to hold the pool once bypassed, light enough while
+    # cached (3M: each ranking refill took seconds on a 2-core machine). Jitter spreads the 24
+    # rankings' first expiries, which would otherwise refill together inside the cached stage.
     launch(out, "--preset", "bypass-ramp", "--keys", "many:100", "--bypass", "0,100",
            "--stage-seconds", "5", "--ttl", "10", "--strategies", "naive:jitter=0.5",
            "--scale", "2000000")
-    stages = {(r["stage"], r["endpoint"]): r for r in stage_rows(rundir.requests_dataset(out).to_table())}
+    rows = rundir.requests_dataset(out).to_table()
+    stages = {(r["stage"], r["endpoint"]): r for r in stage_rows(rows)}
     cached, bypassed = stages[(0, "product")], stages[(1, "product")]
-    assert cached["hit_pct"] > 50, cached
-    assert bypassed["p99_ms"] >= 10 * cached["p99_ms"], (cached, bypassed)
+    assert cached["hit_pct"] > 50 and bypassed["hit_pct"] == 0, (cached, bypassed)
+    light = rows.filter((pc.field("stage") == 1) & (pc.field("op") == "product")
+                        & (pc.field("origin_called") > 0))
+    query_p50_ms = float(np.median(light["origin_ns"].to_numpy())) / 1e6
+    assert bypassed["p99_ms"] >= 10 * query_p50_ms, (query_p50_ms, bypassed)
     assert bypassed["pool_wait_p99_ms"] > bypassed["query_p99_ms"], bypassed  # waits for a connection
 
 
@@ -155,10 +194,15 @@ def test_stale_sets_lease_refuses_what_naive_and_lock_dc_write(tmp_path: Path) -
 
 def test_libraries_each_defence_as_installed_with_its_own_cost(tmp_path: Path) -> None:
     """Issue 24's preset, shortened: every library next to our own on the embedded stack with
-    Redis and memcached, PostgreSQL's count matching the rows in every trial."""
+    Redis and memcached, PostgreSQL's count matching the rows in every trial.
+
+    Two TTL periods a trial (7 s): with one (5 s), meta-memcache's first expiry, primed to the
+    nearest whole second and dropped at memcached's next clock tick, fell past the window now and
+    then (0 events, issue 31); the prime now takes the second below (adapters/meta_memcache_lease),
+    and dogpile's mean herd rests on two or three refresh cycles, not one."""
     out = tmp_path / "libraries"
     trials = by_strategy(launch(out, "--preset", "libraries", "--workers", "2", "--clients", "40",
-                                "--seconds", "5", "--scale", "50000"))
+                                "--seconds", "7", "--scale", "50000"))
     assert all(t["db_calls_match"] for t in trials.values()), trials
     for name in ("lock-dc", "redis-py-lock", "python-redis-lock", "lease", "meta-memcache"):
         assert trials[name]["expiry_events"] >= 1 and trials[name]["origin_per_expiry"] <= 1.5, \
@@ -166,9 +210,27 @@ def test_libraries_each_defence_as_installed_with_its_own_cost(tmp_path: Path) -
     dogpile, distributed = trials["dogpile"], trials["dogpile:distributed_lock=true"]
     assert dogpile["event_kind"] == "refresh cycle" and dogpile["stale_served"] > 0, dogpile
     assert dogpile["origin_per_expiry"] >= 2, dogpile  # a threading.Lock per worker process
-    assert distributed["lock_commands"] == 0 < distributed["cache_commands"]  # its lock: the cache
+    # its lock is on the cache: the lock store sees no command but the handshakes of the clients'
+    # connections (every client connects to it), which a client that connected after the count's
+    # first read adds on a loaded machine (55 once: documented, docs/results.md `cache_commands`)
+    commands = rundir.read_commands(out).to_pylist()
+    assert lock_store_commands(commands, distributed) <= SET_UP < lock_store_commands(
+        commands, trials["redis-py-lock"]) | SET_UP, commands
+    assert distributed["cache_commands"] > 0
     memcached = trials["meta-memcache"]
     assert memcached["cache_server"] == "memcached" and memcached["expiry_source"] == "server"
-    assert trials["redis-py-lock"]["lock_commands"] > 0 and trials["lease"]["lock_commands"] == 0
-    commands = rundir.read_commands(out).to_pylist()
+    assert memcached["event_kind"] == "expiry" and memcached["waits"] > 0, memcached  # the lease
+    # recache: one reader refreshes before the expiry (its call names the refresh cycle), and
+    # without it none does. Not asserted: the trial's ``event_kind``. memcached keeps whole
+    # seconds on a clock that ticks once a second, so a value set with TTL 2 lives 1-2 s, and a
+    # refresh that came late in that span is one event with its generation's reported expiry
+    # (results.figures.events.attribute): a fresh clone's make test saw its 4-s window hold one
+    # such event, "expiry", with every refresh there.
+    recache = trials["meta-memcache:recache_ttl=2"]
+    assert recache["waits"] < memcached["waits"], recache
+    refreshes = rundir.requests_dataset(out).to_table(
+        columns=["strategy"], filter=pc.field("refresh_of_ns") > 0)["strategy"].to_pylist()
+    assert refreshes.count("meta-memcache:recache_ttl=2") > 0
+    assert refreshes.count("meta-memcache") == 0, "a refresh without recache"
+    assert lock_store_commands(commands, trials["lease"]) <= SET_UP  # lease's lock is in the cache
     assert {c["kind"] for c in commands} == {"redis", "memcached"}

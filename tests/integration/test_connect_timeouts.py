@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from coordinator import defaults
-from coordinator.dispatch import client_app
 from coordinator.faults.origin_holds import exhaust_origin, lock_orders
 from coordinator.origin.calibrate import median_query_ms
 from coordinator.origin.counters import origin_db_calls, statement_snapshot
 from coordinator.origin.seed import count_rows, require_orders
 from coordinator.provenance import versions
+from coordinator.trials.dispatch import client_app
 from model.services import Services
 
 TIMEOUT_S = 2  # libpq's shortest

@@ -30,9 +30,17 @@ from worker.trial import run_trial
 
 KEY = "orders:3"
 TTL_MS = 1500
-SLOW_S = 0.3  # the reader's origin statement holds this long after its snapshot
-WRITE_AFTER_S = 0.08  # the write commits while that statement runs
-SLOW_SQL = ORIGIN_SQL.replace("FROM orders WHERE", f"FROM orders, pg_sleep({SLOW_S}) WHERE")
+# The reader's origin statement takes its snapshot, then waits on this advisory lock, which the
+# test holds until the write has committed and invalidated: the race happens in every run, not
+# only when a fixed sleep outlasts a loaded machine's commit (a 300 ms pg_sleep once returned
+# 130 ms before a CI run's write committed).
+GATE = 4_242
+SLOW_SQL = ORIGIN_SQL.replace("FROM orders WHERE",
+                              f"FROM orders, pg_advisory_xact_lock_shared({GATE}) WHERE")
+HELD_AFTER_WRITE_S = 0.05  # the slow statement returns this long after the commit: the servers'
+# proof of a stale set needs the old value to outlive the newer commit by more than PTTL's 1 ms
+WAITING = ("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
+           " AND NOT granted")
 
 
 @pytest.fixture
@@ -62,18 +70,30 @@ def race(spec: StrategySpec, cache: Commands, locks: Commands,
         rows.add(0, t0, time.time_ns() - t0, outcome, probe, None)
 
     reader = threading.Thread(target=read)
-    reader.start()
-    time.sleep(WRITE_AFTER_S)
-    probe, t0 = Probe(), time.time_ns()
-    committed = writer_loader.write(KEY)
-    strategy.on_write(KEY, probe)
-    probe.version_served = committed.version
-    writer_loader.confirm(KEY, committed.version)
-    writes.add(0, t0, time.time_ns() - t0, Outcome.FILLED, probe, None, op=1,
-               commit_ns=committed.commit_ns)
+    with pool.connection() as gate:
+        gate.execute("SELECT pg_advisory_lock(%s)", (GATE,))
+        reader.start()
+        _wait_for_the_reader_at(gate)
+        probe, t0 = Probe(), time.time_ns()
+        committed = writer_loader.write(KEY)
+        strategy.on_write(KEY, probe)
+        probe.version_served = committed.version
+        writer_loader.confirm(KEY, committed.version)
+        writes.add(0, t0, time.time_ns() - t0, Outcome.FILLED, probe, None, op=1,
+                   commit_ns=committed.commit_ns)
+        time.sleep(HELD_AFTER_WRITE_S)
+        gate.execute("SELECT pg_advisory_unlock(%s)", (GATE,))
     reader.join(10)
     table = pa.Table.from_batches([rows.to_batch(), writes.to_batch()])
     return table.append_column("in_window", pa.array([True] * table.num_rows)), strategy
+
+
+def _wait_for_the_reader_at(gate: psycopg.Connection[Any], timeout_s: float = 10.0) -> None:
+    """Until the reader's statement (its snapshot taken) waits on the gate."""
+    deadline = time.monotonic() + timeout_s
+    while (row := gate.execute(WAITING, (GATE,)).fetchone()) is None or row[0] == 0:
+        assert time.monotonic() < deadline, "the reader's origin statement never reached the gate"
+        time.sleep(0.005)
 
 
 def sides(rows: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:

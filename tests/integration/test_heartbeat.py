@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from model.wire import alive_key
+from model.wire import alive_key, beat_sent
 from worker import heartbeat
 
 NODE = "beat@test"
@@ -24,6 +25,7 @@ WORKER = """
 import sys, threading
 from worker import heartbeat
 heartbeat.start({node!r}, {url!r})
+heartbeat.publish(1_700_000_000_000_000_000, 1234, 10**9)  # 1,234 sent in that trial's first second
 def spin():
     n = 0
     while True:
@@ -103,8 +105,18 @@ def test_a_stopped_worker_is_silent_and_beats_again_when_continued(busy_worker) 
     assert len(set(numbers_for(client, 1.0))) > 1
 
 
+def test_the_beat_carries_what_the_worker_sent(busy_worker) -> None:  # type: ignore[no-untyped-def]
+    """The worker's count reaches the broker in its beater's beat (the progress line's rate)."""
+    _, client, _ = busy_worker
+    beat = client.get(alive_key(NODE))
+    assert beat_sent(beat, 1_700_000_000_000_000_000) == (1234, 10**9), beat
+    assert beat_sent(beat, 1_700_000_001_000_000_000) is None  # another trial's is not this one's
+
+
 def test_the_beater_ends_with_its_worker(busy_worker) -> None:  # type: ignore[no-untyped-def]
     proc, client, _ = busy_worker
+    found = [d / f"stampede-sent-{proc.pid}" for d in (Path("/dev/shm"), Path(tempfile.gettempdir()))]
+    (count_file,) = [f for f in found if f.exists()]  # the worker's count, beside its beater
     beaters = [int(p) for p in subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
                                               text=True, check=False).stdout.split()]
     assert len(beaters) == 1
@@ -114,6 +126,36 @@ def test_the_beater_ends_with_its_worker(busy_worker) -> None:  # type: ignore[n
     while heartbeat.state(beaters[0]) not in (None, "Z") and time.monotonic() < deadline:
         time.sleep(0.05)
     assert heartbeat.state(beaters[0]) in (None, "Z")
+    assert not count_file.exists()  # the count went with the beater
     last = beat_number(client)
     time.sleep(0.6)
     assert beat_number(client) == last
+
+
+def test_a_terminated_beater_takes_its_count_and_a_dead_workers_count_is_swept(
+        redis_server: Callable[[str], str]) -> None:
+    """The worker's shutdown terminates its beater (SIGTERM): the count's file goes with it; a
+    file left by a worker and beater both SIGKILLed is removed by the next worker's start."""
+    dead = 4_194_000  # above the usual pid_max: no such process
+    count = heartbeat.SentCount.beside(os.getpid())
+    stale = count.path.with_name(f"{heartbeat.PREFIX}{dead}")
+    stale.write_bytes(bytes(heartbeat.SENT.size))
+    try:
+        url = redis_server("broker")
+        client = redis.Redis.from_url(url)
+        client.delete(alive_key("sweep@test"))
+        beater = subprocess.Popen([sys.executable, "-m", "worker.heartbeat", "--parent",
+                                   str(os.getpid()), "--node", "sweep@test", "--sent",
+                                   str(count.path)], env={**os.environ, "STAMPEDE_BROKER_URL": url})
+        deadline = time.monotonic() + 20
+        while client.get(alive_key("sweep@test")) is None and time.monotonic() < deadline:
+            time.sleep(0.05)  # beating: its SIGTERM handler is in place
+        client.close()
+        beater.terminate()
+        beater.wait(5)
+        assert not count.path.exists()
+        assert heartbeat.SentCount.beside(os.getpid()).path == count.path
+        assert not stale.exists()
+    finally:
+        stale.unlink(missing_ok=True)
+        count.path.unlink(missing_ok=True)

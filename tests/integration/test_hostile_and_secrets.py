@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from celery.utils import worker_direct
 
-from coordinator.dispatch import client_app, wait_for_workers
 from coordinator.stack.processes import ManagedProcess
+from coordinator.trials.dispatch import client_app, wait_for_workers
 from model.services import Services
 from model.wire import CLOCK, RUN_TRIAL
 from tests.helpers import SECRET, coordinator

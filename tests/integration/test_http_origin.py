@@ -13,7 +13,8 @@ from urllib3.exceptions import NewConnectionError, ProtocolError, ReadTimeoutErr
 from coordinator.origin.check import counter_value
 from coordinator.stack.processes import free_port
 from model.custom import CustomOrigin, OriginKind
-from model.http_origin import HttpLoader, HttpPoolTimeout, HttpStatusError, key_path, shared_pool
+from model.http.origin import HttpLoader, HttpPoolTimeout, key_path, shared_pool
+from model.http.response import HttpStatusError
 from strategies import Probe
 from strategies.version import version_of
 from tests.http_service import COUNTER, ITEM_DELAY_S
@@ -43,7 +44,7 @@ def test_a_value_is_the_body_stamped_and_the_call_is_counted(http_service: str) 
 
 
 @pytest.mark.parametrize(("route", "error", "says"), [
-    ("fail", HttpStatusError, "HTTP 503"),
+    ("fail", HttpStatusError, "503 Service Unavailable"),
     ("slow", ReadTimeoutError, "Read timed out"),
     ("reset", ProtocolError, "Connection aborted"),
 ])

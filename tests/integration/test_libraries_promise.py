@@ -130,6 +130,38 @@ def test_without_the_lease_every_memcached_client_fills(memcached_deps: MakeDeps
     assert loader.calls == 20, outcomes
 
 
+LIVE = b"\x00" * 7 + b"\x07" + b"live"  # version 7, 10 s left on memcached
+
+
+def _recache_herd(recache: str, memcached_deps: MakeDeps) -> tuple[SleepLoader, list[tuple[Outcome, Probe]]]:
+    """20 clients at once on a live value with 10 s left, through meta-memcache ``recache``."""
+    loader = SleepLoader(LOAD_S)
+    strategy = strategies.parse(f"meta-memcache{recache}").build(memcached_deps(loader))
+    assert isinstance(strategy, MetaMemcache)
+    strategy.client.set(KEY, LIVE, ttl=10)
+    return loader, herd(lambda p: strategy.fetch(KEY, p), threads=20)
+
+
+def test_meta_memcache_recache_refreshes_once_while_the_others_keep_the_value(
+        memcached_deps: MakeDeps) -> None:
+    """``recache_ttl=30``: with fewer seconds left, memcached hands one reader the win (``W``)
+    and the others the live value at once (``Z``): one refresh, named by the value's expiry
+    (now + the 10 s the server reports left), no waits."""
+    loader, results = _recache_herd(":recache_ttl=30", memcached_deps)
+    assert loader.calls == 1, [o for o, _ in results]
+    (refresh,) = [p for o, p in results if o is Outcome.FILLED]
+    assert abs(refresh.refresh_of_ns - (time.time_ns() + 10e9)) < 2.5e9, refresh
+    kept = [(o, p) for o, p in results if o is not Outcome.FILLED]
+    assert [o for o, _ in kept] == [Outcome.HIT] * 19
+    assert all(p.lock_wait_ns == 0 and p.version_served == 7 for _, p in kept)
+
+
+def test_without_recache_a_live_value_is_never_refreshed(memcached_deps: MakeDeps) -> None:
+    """The pair: the same herd on the same value with recache off (the default): all hits."""
+    loader, results = _recache_herd("", memcached_deps)
+    assert loader.calls == 0 and [o for o, _ in results] == [Outcome.HIT] * 20
+
+
 def test_a_delete_during_the_fill_makes_the_lease_write_fail(memcached_deps: MakeDeps,
                                                              memcache: Memcache) -> None:
     """The lease's CAS write-back: a value computed before a delete is not stored after it."""

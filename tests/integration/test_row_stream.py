@@ -14,9 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 import redis
 
-from coordinator.gather import RowGatherer
-from coordinator.plan import TrialPlan
-from coordinator.trial_rows import align
+from coordinator.trials.gather import RowGatherer
+from coordinator.trials.plan import TrialPlan
+from coordinator.trials.rows import align
 from results.store import transport
 from results.store.rundir import TrialParts
 from strategies import Outcome, Probe, parse

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from celery.utils import worker_direct
 
-from coordinator.dispatch import client_app, wait_for_workers
+from coordinator.trials.dispatch import client_app, wait_for_workers
 from model.services import Services
 from model.wire import RUN_TRIAL
 from tests.conftest import start_worker
@@ -33,6 +33,15 @@ def probe(beat: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=30, check=False)
 
 
+def wait_for_first_beat(beat: Path, limit_s: float) -> None:
+    """The worker answers a ping as soon as it is ready; its beater (a child process that has
+    to import Python first) writes the beat file a moment later, longer on a loaded machine."""
+    deadline = time.monotonic() + limit_s
+    while not beat.exists():
+        assert time.monotonic() < deadline, f"no beat file {beat} within {limit_s:g} s"
+        time.sleep(0.05)
+
+
 def test_probe_stays_healthy_during_a_trial_where_ping_gets_no_reply(
         redis_server: Callable[[str], str], postgres_dsn: str, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -44,6 +53,7 @@ def test_probe_stays_healthy_during_a_trial_where_ping_gets_no_reply(
     app = client_app(services.broker_url)
     try:
         wait_for_workers(app, 1, 40, lambda _: None)
+        wait_for_first_beat(beat, 30.0)  # the beater is a process of its own, started on ready
         assert probe(beat).returncode == 0, probe(beat).stderr
         spec = trial_spec(4, 4.0)
         task = app.send_task(RUN_TRIAL, args=[spec.to_json()], queue=worker_direct(NAME))

@@ -43,11 +43,42 @@ OWN_ORIGIN_CASES = [
     (["--origin-url", URL, "--keys-sql", "SELECT 1"], "with --origin-url give --keys-file"),
     (["--origin-url", URL, "--keys-file", "k", "--origin-counter-url", "http://h/metrics"],
      "together"),
+    # issue 31: a counter's name with no page to read it from, with any origin
+    (["--origin-counter-name", "calls_total"], "--origin-counter-name"),
+    (["--origin-url", URL, "--keys-file", "k", "--origin-counter-name", "calls_total"],
+     "names a counter on --origin-counter-url"),
+    (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--origin-counter-name",
+      "calls_total"], "names a counter on --origin-counter-url"),
     (["--origin-url", URL, "--keys-file", "k", "--fault", "origin:lock@3+1"],
      "not a process of the embedded stack"),
     (["--origin-sql", "SELECT %s", "--origin-dsn", DSN, "--keys-file", "k", "--fault",
       "origin:exhaust@3+1"], "not a process of the embedded stack"),
     (["--origin-url", URL, "--keys-file", "k", "--http-read-ms", "0"], "--http-read-ms"),
+    # the HTTP clients' headers (issue 32)
+    (["--http-header", "no colon here"], "--http-header"),
+    (["--http-header", "Bad Name: v"], "is not a token"),
+    (["--http-header", "Content-Length: 5"], "the client sets it itself"),
+    (["--http-header", "X-A: v\x01"], "control character"),
+]
+# your running service as a black box (issue 33): each refused before any service is asked
+SVC = "http://127.0.0.1:1/items/{key}"
+BOX = ["--service-url", SVC, "--keys-file", "k"]
+COUNTED = ["--origin-counter-url", "http://127.0.0.1:1/metrics", "--origin-counter-name", "c"]
+BLACK_BOX_CASES = [
+    (["--service-url", "http://127.0.0.1:1/items", "--keys-file", "k", *COUNTED],
+     "Invalid value for --service-url: 'http://127.0.0.1:1/items' must hold {key} once"),
+    ([*BOX, *COUNTED, "--strategies", "naive"], "--strategies: the service's defence is its own"),
+    ([*BOX, *COUNTED, "--expiry", "scheduled-delete"], "--expiry: scheduled-delete deletes the keys"
+                                                       " on the service's cache: give --service-cache-url"),
+    (BOX, "--service-url: name where its origin calls are counted: --origin-dsn with "
+          "--origin-statement (pg_stat_statements), or --origin-counter-url"),
+    ([*BOX, "--origin-statement", "SELECT 1"], "--origin-statement: is read from pg_stat_statements"),
+    (["--expiry", "scheduled-delete"], "it needs --service-url and --service-cache-url"),
+    (["--origin-statement", "SELECT 1"], "--origin-statement: belongs to --service-url"),
+    ([*BOX, *COUNTED, "--origin-url", URL], "--origin-url: the service is measured as it is"),
+    ([*BOX, *COUNTED, "--service-cache-url", "redis://127.0.0.1:1/0", "--service-cache-key", "k"],
+     "--service-cache-key: 'k' must hold {key} once"),
+    ([*BOX, *COUNTED, "--app-servers", "2"], "--app-servers"),
 ]
 LAUNCH_CASES = [
     (["--workers", "0"], "--workers"), (["--workers", "-3"], "--workers"),
@@ -83,6 +114,16 @@ LAUNCH_CASES = [
     # the libraries (issue 24): their knobs, memcached's TTLs, their own expiry, their cache
     (["--strategies", "redis-py-lock:sleep=0"], "sleep must be > 0"),
     (["--strategies", "python-redis-lock:auto_renewal=true"], "auto_renewal needs an expire"),
+    # issue 31: the library keeps int(expire): 0.5 became EX 0 (Redis refused it mid-run)
+    (["--strategies", "python-redis-lock:expire=0.5"], "whole number of seconds >= 1"),
+    (["--strategies", "python-redis-lock:expire=1.5"], "whole number of seconds >= 1"),
+    (["--strategies", "python-redis-lock:expire=0"], "whole number of seconds >= 1"),
+    (["--strategies", "python-redis-lock:expire=-2"], "whole number of seconds >= 1"),
+    # issue 31: a think time with an open loop was ignored without a word
+    (["--think", "constant:5", "--rate", "100"], "--think"),
+    (["--think-ms", "5", "--rate", "100"], "--think-ms"),
+    (["--think-ms", "5", "--preset", "bypass-ramp"], "from --preset bypass-ramp"),
+    (["--think", "uniform:1:3", "--keys-trace", "trace.csv", "--rate", "10"], "--think"),
     (["--strategies", "dogpile:distributed_lock=maybe"], "is not a boolean"),
     (["--strategies", "meta-memcache:miss_retries=0"], "miss_retries"),
     (["--strategies", "meta-memcache", "--ttl", "1.5"], "whole seconds"),
@@ -98,7 +139,7 @@ LAUNCH_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("args", "says"), LAUNCH_CASES + OWN_ORIGIN_CASES)
+@pytest.mark.parametrize(("args", "says"), LAUNCH_CASES + OWN_ORIGIN_CASES + BLACK_BOX_CASES)
 def test_launch_bad_values(args: list[str], says: str, capsys: pytest.CaptureFixture[str],
                            tmp_path: Path) -> None:
     code, err = run_cli(["launch", "--out", str(tmp_path / "run"), *args], capsys)
@@ -144,3 +185,37 @@ def test_an_existing_run_is_never_overwritten(tmp_path: Path) -> None:
     done = coordinator("launch", "--out", str(tmp_path / "r"), timeout=60)
     assert_bad_input(done.returncode, done.stderr, "--out")
     assert (tmp_path / "r" / "run.json").read_text() == "{}"
+
+
+def launch_context(*args: str) -> tuple[object, dict[str, object]]:
+    """The click context and options of ``coordinator launch ARGS``, parsed but not run."""
+    import click
+
+    from coordinator.cli import commands
+
+    command = commands.launch_command
+    ctx = command.make_context("launch", list(args))
+    assert isinstance(ctx, click.Context)
+    return ctx, dict(ctx.params)
+
+
+@pytest.mark.parametrize("args", [
+    ["--preset", "two-level", "--rate", "100"],  # the preset's --think-ms 1 yields to a typed --rate
+    ["--preset", "cache-down", "--rate", "50"],
+    ["--think-ms", "5"], ["--think", "constant:5"], ["--rate", "100"],
+])
+def test_think_and_rate_that_can_run(args: list[str]) -> None:
+    from coordinator.cli.traffic_options import check_think_open_loop
+    from coordinator.cli.workload_options import apply_preset
+
+    ctx, options = launch_context(*args)
+    with ctx:  # type: ignore[attr-defined]
+        check_think_open_loop(ctx, apply_preset(ctx, options))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("expire", ["1", "2", "30", "-1"])
+def test_python_redis_lock_whole_seconds_pass(expire: str) -> None:
+    import strategies
+
+    spec = strategies.parse(f"python-redis-lock:expire={expire}")
+    assert spec.params["expire"] == float(expire)

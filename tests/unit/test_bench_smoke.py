@@ -36,18 +36,36 @@ def test_locust_rate_is_read_from_its_last_json_summary() -> None:
 
 
 def test_the_closing_ratios_of_make_bench() -> None:
-    from bench.cluster import Figures
+    """Each ratio is taken within a round, then the median over the rounds with their range."""
+    from bench.ratios import Figures, Round
 
     runs = [locust_bench.LocustRun(user, n, 1, 0, rps) for user, n, rps in (
         ("PooledGet", 1, 5_000.0), ("PooledGet", 2, 6_000.0), ("PinnedGet", 2, 10_000.0))]
-    figures = Figures(30_000.0, {"pooled": 15_000.0, "lean": 35_000.0, "socket": 40_000.0}, runs)
-    assert figures.efficiency == 0.75  # all-hit trial / plain-socket loop
-    assert figures.vs_locust == 3.0  # all-hit trial / Locust's fastest run, whichever user
+    rounds = [Round(30_000.0, {"socket": 40_000.0}, 10_000.0),
+              Round(20_000.0, {"socket": 40_000.0}, 10_000.0),
+              Round(36_000.0, {"socket": 40_000.0}, 9_000.0)]
+    figures = Figures(rounds, runs)
+    assert figures.efficiency == 0.75  # the middle round's 30k / 40k
+    assert figures.vs_locust == 3.0  # per round 3.0, 2.0, 4.0: the median
+    assert figures.efficiency_line() == (
+        "generator efficiency (all-hit trial / plain-socket loop, each round): "
+        "0.75 [0.50, 0.90] over 3 rounds")
     assert figures.vs_locust_line() == (
-        "vs Locust: 3.0 x against its fastest run (5.0 x against PooledGet (2 processes); "
-        "3.0 x against PinnedGet (2 processes))")
-    assert Figures(1.0, {"socket": 2.0}, None).vs_locust is None
-    assert Figures(1.0, {"socket": 2.0}, None).vs_locust_line().startswith("vs Locust: n/a")
+        "vs Locust: 3.00 x [2.00, 4.00] over 3 rounds against its fastest, PinnedGet at "
+        "--processes 2, run in each round (the sweep's best of each, against the rounds' median "
+        "all-hit rate: 5.0 x against PooledGet (--processes 2); 3.0 x against PinnedGet "
+        "(--processes 2))")
+    lone = Figures([Round(1.0, {"socket": 2.0})])
+    assert lone.vs_locust is None and lone.vs_locust_line().startswith("vs Locust: n/a")
+
+
+def test_cpu_line_names_the_groups_that_spent_nothing() -> None:
+    from bench.ratios import Figures, Round
+
+    cpu = {"all-hit trial": {"worker processes": 30.0, "cache server": 5.0, "lock store": 0.0}}
+    line = Figures([Round(1.0, {"socket": 1.0}, cpu=cpu)]).cpu_line("all-hit trial")
+    assert line.startswith("35.0 us = worker processes 30.0 + cache server 5.0 (nothing measurable:")
+    assert "lock store" in line and "postgres" in line
 
 
 def test_repeatability_counts_how_often_a_run_held_the_others_median(

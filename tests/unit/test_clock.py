@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from coordinator import clock
 from coordinator.defaults import Timing
+from coordinator.trials import clock
 from results.outputs import table
 
 

@@ -22,9 +22,10 @@ TEXT = COMPOSE.read_text()
 SERVICES: dict[str, Any] = yaml.safe_load(TEXT)["services"]
 PUBLIC = {"cache": "redis:7.2", "locks": "redis:7.2", "broker": "redis:7.2", "origin": "postgres:15",
           "memcached": "memcached:1.6", "worker": "stampede-lab:latest",
-          "coordinator": "stampede-lab:latest"}
+          "coordinator": "stampede-lab:latest", "nginx": "nginx:1.22", "varnish": "varnish:7.1"}
 VARIABLE = {"redis:7.2": "REDIS_IMAGE", "postgres:15": "POSTGRES_IMAGE",
-            "memcached:1.6": "MEMCACHED_IMAGE", "stampede-lab:latest": "STAMPEDE_IMAGE"}
+            "memcached:1.6": "MEMCACHED_IMAGE", "stampede-lab:latest": "STAMPEDE_IMAGE",
+            "nginx:1.22": "NGINX_IMAGE", "varnish:7.1": "VARNISH_IMAGE"}
 
 
 def test_no_top_level_name_compose_v1_rejects_it() -> None:
@@ -65,6 +66,22 @@ def test_origin_reads_no_env_file() -> None:
     """``env_file: .env`` would tie the origin to one file; --env-file and the shell select it."""
     assert "env_file" not in SERVICES["origin"]
     assert SERVICES["origin"]["environment"]["POSTGRES_PASSWORD"].startswith("${POSTGRES_PASSWORD:?")
+
+
+@pytest.mark.parametrize(("service", "filename"), [("nginx", "nginx.conf"), ("varnish", "default.vcl")])
+def test_http_caches_mount_the_rendered_config_in_front_of_the_app(service: str, filename: str) -> None:
+    """The file each reads is deploy/http-caches/'s (the renderer's output: test_http_caches_config.py),
+    mounted read-only; it starts after the app tier answers and probes its own floor on 8080."""
+    spec = SERVICES[service]
+    source = f"./deploy/http-caches/{filename}"
+    assert f"{source}:/etc/stampede/{filename}:ro" in spec["volumes"]
+    assert (ROOT / source).is_file()
+    assert f"/etc/stampede/{filename}" in spec["command"]
+    assert spec["depends_on"] == {"app": {"condition": "service_healthy"}}
+    assert spec["profiles"] == ["http"]
+    probe = spec["healthcheck"]["test"]
+    assert probe[:3] == ["CMD", "bash", "-c"] and "/dev/tcp/127.0.0.1/8080" in probe[3]
+    assert "/stampede/floor" in probe[3] and "' 204 '" in probe[3]
 
 
 def test_worker_healthcheck_is_the_beat_probe_with_tunable_timings() -> None:

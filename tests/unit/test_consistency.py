@@ -20,7 +20,8 @@ def table(*rows: dict[str, Any]) -> pa.Table:
     """Request rows; every column not given takes a neutral value (a fresh hit in the window)."""
     base: dict[str, Any] = {f.name: False if f.type == pa.bool_() else 0 for f in REQUEST_SCHEMA}
     base.update(run_id="r", trial=1, strategy="lock-dc", repeat=1, worker="w", key="k", op="get",
-                outcome="hit", error=None, in_window=True, version_served=0, version_set=-1)
+                outcome="hit", error=None, in_window=True, version_served=0, version_set=-1,
+                cache_status="", age_s=-1)
     full = [{**base, "t_intended_ns": row.get("t_start_ns", 0), **row} for row in rows]
     return pa.Table.from_pylist(full, schema=REQUEST_SCHEMA)
 

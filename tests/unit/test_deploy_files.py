@@ -17,7 +17,10 @@ import click
 import pytest
 import yaml
 
+from coordinator.cli.app_options import APP_URL_ENV, FRONT_URL_ENV
 from coordinator.cli.commands import cli
+from coordinator.stack.http_caches.render import render as render_front
+from model.apptier import APP_ENV
 from model.services import ENV, METRICS_ADDR_ENV, METRICS_PORT_ENV, OPTIONAL_ENV
 from tests.helpers import ROOT
 from tests.kustomize_lite import by_name, containers, load_docs, render
@@ -26,8 +29,10 @@ K8S = ROOT / "k8s"
 COMPOSE = ROOT / "docker-compose.yml"
 BIN = Path(sys.executable).parent
 OVERLAYS = sorted(p for p in (K8S / "overlays").iterdir() if (p / "kustomization.yaml").exists())
-# Programs of the third-party images (redis, postgres, memcached) and the shells: not ours to check.
-EXTERNAL = {"redis-server", "redis-cli", "postgres", "pg_isready", "memcached", "bash", "sleep", "test"}
+# Programs of the third-party images (redis, postgres, memcached, nginx, varnish) and the shells:
+# not ours to check.
+EXTERNAL = {"redis-server", "redis-cli", "postgres", "pg_isready", "memcached", "nginx", "varnishd",
+            "bash", "sleep", "test"}
 
 
 def manifest_files() -> list[Path]:
@@ -207,7 +212,8 @@ def _env_names(container: dict[str, Any], keys: dict[str, set[str]]) -> set[str]
 def test_commands_options_modules_and_variables_exist() -> None:
     """Every STAMPEDE_* variable is one the code reads; the four services' always, the optional
     ones (STAMPEDE_MEMCACHE_URL) where memcached is selected."""
-    checked, known = 0, set(ENV.values()) | set(OPTIONAL_ENV.values())
+    checked, known = 0, set(ENV.values()) | set(OPTIONAL_ENV.values()) | set(APP_ENV.values())
+    known |= {APP_URL_ENV, *FRONT_URL_ENV.values()}
     for where, container, keys, memcached in _containers():
         for argv in _argvs(container):
             try:
@@ -225,6 +231,31 @@ def test_commands_options_modules_and_variables_exist() -> None:
     assert checked >= 10
 
 
+# --- the HTTP caches run what the renderers wrote ------------------------------------------
+
+HTTP_CACHES = {"nginx": ("stampede-nginx", "nginx.conf"), "varnish": ("stampede-varnish", "default.vcl")}
+
+
+@pytest.mark.parametrize("front", sorted(HTTP_CACHES))
+def test_http_caches_run_the_renderers_configuration_on_8080(front: str) -> None:
+    """One source of configuration truth: the ConfigMap holds what
+    ``python -m coordinator.stack.http_caches.render FRONT`` prints (the compose services mount
+    deploy/http-caches/, checked against it in test_http_caches_config.py), and each container
+    reads the file mounted from it; its Service and probe use the port the configuration listens on."""
+    configmap, filename = HTTP_CACHES[front]
+    named = by_name(render(K8S / "overlays" / "http-caches"))
+    assert named[("ConfigMap", configmap)]["data"] == {filename: render_front(front)}
+    pod = named[("Deployment", front)]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert f"/etc/stampede/{filename}" in container["command"]
+    mount = next(m for m in container["volumeMounts"] if m["mountPath"] == "/etc/stampede")
+    volume = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    assert volume["configMap"]["name"] == configmap
+    assert container["readinessProbe"]["httpGet"]["path"] == "/stampede/floor"
+    assert named[("Service", front)]["spec"]["ports"][0]["port"] == 8080
+    assert "0.0.0.0:8080" in render_front(front) or "0.0.0.0:8080" in container["command"]
+
+
 def test_dockerfile_runs_our_worker_on_python_311_slim() -> None:
     """The public base stays the default; ``--build-arg BASE=`` selects another (a local one here)."""
     text = (ROOT / "Dockerfile").read_text()
@@ -240,7 +271,7 @@ def test_dockerfile_runs_our_worker_on_python_311_slim() -> None:
 
 def test_dockerfile_copies_every_package_the_runtime_imports() -> None:
     text = (ROOT / "Dockerfile").read_text()
-    for package in ("coordinator", "model", "worker", "strategies", "results"):
+    for package in ("coordinator", "model", "worker", "strategies", "results", "simulate"):
         assert f"COPY {package} /src/{package}" in text, f"the image lacks {package}/"
     assert "COPY README.md /src/" in text  # the package description
     assert "-c /src/constraints.txt -r /src/requirements.txt" in text  # pinned versions

@@ -48,10 +48,17 @@ def test_the_cli_reference_is_current() -> None:
                                 f"docs/cli.md\n{diff}"
 
 
-def _option_tables(doc: Doc) -> Iterator[tuple[int, list[str]]]:
-    """Rows of the prose's option tables (first column `option`): options of `coordinator launch`."""
+def _table_command(header: list[str]) -> str | None:
+    """The command an option table is of: `option` is launch's, `simulate option` simulate's."""
+    if not header or not header[0].endswith("option"):
+        return None
+    return header[0].removesuffix("option").strip() or "launch"
+
+
+def _option_tables(doc: Doc, command: str = "launch") -> Iterator[tuple[int, list[str]]]:
+    """Rows of the prose's option tables of ``command`` (first column `option`: launch's)."""
     for table in doc.tables():
-        if table.header and table.header[0] == "option":
+        if _table_command(table.header) == command:
             yield from table.rows
 
 
@@ -67,8 +74,14 @@ def mentions() -> Iterator[tuple[str, str | None, str]]:
         for number, span in doc.spans():
             if span.startswith("--"):
                 yield from ((doc.where(number), None, flag) for flag in OPTION.findall(span))
-        for number, cells in _option_tables(doc):
-            yield from ((doc.where(number), "launch", flag) for flag in OPTION.findall(cells[0]))
+        yield from _table_mentions(doc)
+
+
+def _table_mentions(doc: Doc) -> Iterator[tuple[str, str | None, str]]:
+    """(where, command, option) for every option of each command's option tables."""
+    for command in COMMANDS:
+        for number, cells in _option_tables(doc, command):
+            yield from ((doc.where(number), command, flag) for flag in OPTION.findall(cells[0]))
 
 
 def test_every_command_and_option_the_docs_name_exists() -> None:
@@ -101,7 +114,7 @@ def _table_defaults(doc: Doc) -> Iterator[tuple[str, str, str]]:
     """(where, option, default) from the option tables' `default` column."""
     for table in doc.tables():
         column = table.column("default")
-        if table.header[0] != "option" or column is None:
+        if _table_command(table.header) is None or column is None:
             continue
         for number, cells in table.rows:
             if cells[column]:

@@ -10,6 +10,7 @@ from results.store.schema import (
     COMMAND_SCHEMA,
     EXPIRY_SCHEMA,
     REQUEST_SCHEMA,
+    SAMPLE_SCHEMA,
     STATEMENT_SCHEMA,
     TRIAL_SCHEMA,
 )
@@ -19,8 +20,8 @@ DOC = ROOT / "docs" / "results.md"
 
 
 @pytest.mark.parametrize("schema", [REQUEST_SCHEMA, TRIAL_SCHEMA, STATEMENT_SCHEMA, EXPIRY_SCHEMA,
-                                    COMMAND_SCHEMA],
-                         ids=["requests", "trials", "statements", "expiries", "commands"])
+                                    COMMAND_SCHEMA, SAMPLE_SCHEMA],
+                         ids=["requests", "trials", "statements", "expiries", "commands", "samples"])
 def test_every_column_is_documented(schema: Any) -> None:
     text = DOC.read_text()
     missing = [f.name for f in schema if f"| `{f.name}` | {_type(f.type)} |" not in text]

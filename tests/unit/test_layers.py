@@ -20,6 +20,7 @@ FORBIDDEN = {
     "model": ("coordinator", "worker", "celery", "results"),
     "strategies": ("coordinator", "worker", "celery", "model", "results", "psycopg"),
     "results": ("coordinator", "worker", "celery"),
+    "simulate": ("coordinator", "worker", "celery", "model"),
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,4 +61,43 @@ def test_the_launch_says_it_and_exits_2(uninstalled: str, capsys: pytest.Capture
     code, err = run_cli(["launch", "--out", str(tmp_path / "run"), "--strategies", uninstalled],
                         capsys)
     assert_bad_input(code, err, "pip install 'stampede-lab[libraries]'")
+    assert not (tmp_path / "run").exists()
+
+
+# --- the asyncio libraries (adapters/aio): a group of their own, refused by the threaded CLI --
+
+ASYNC_LIBRARIES = {"cashews", "cashews-early", "cashews-soft", "cashews-locked", "cashews-hit",
+                   "aiocache", "aiocache-stampede"}
+
+
+def test_the_async_libraries_have_their_own_group_and_no_sync_name() -> None:
+    from adapters.aio import registry as aio_registry
+
+    assert set(aio_registry.names()) == ASYNC_LIBRARIES
+    assert not ASYNC_LIBRARIES & set(strategies.names())  # the threaded workers never build them
+
+
+def test_async_library_parameters_default_to_the_library_s_own() -> None:
+    from adapters.aio import registry as aio_registry
+
+    def defaults(text: str) -> Any:
+        return aio_registry.params(text)[1]
+
+    assert defaults("cashews") == aio_registry.strategy_class("cashews").Params(True, False)
+    assert defaults("cashews-locked").check_interval == 0.0
+    assert defaults("cashews-early").early_ttl == -1.0  # 0.33 x ttl
+    assert defaults("aiocache-stampede").lease == 2.0
+    assert defaults("cashews:protected=false").protected is False
+    with pytest.raises(strategies.InvalidStrategy, match="bad parameter 'sleep=1'"):
+        defaults("cashews-locked:sleep=1")
+    with pytest.raises(strategies.InvalidStrategy, match="lease must be > 0"):
+        defaults("aiocache-stampede:lease=0")
+
+
+def test_the_launch_refuses_an_async_library_in_one_line(capsys: pytest.CaptureFixture[str],
+                                                         tmp_path: Path) -> None:
+    code, err = run_cli(["launch", "--out", str(tmp_path / "run"), "--strategies",
+                         "naive,cashews"], capsys)
+    assert_bad_input(code, err, "cashews is an asyncio library: it runs in the asyncio app "
+                                "tier only (--app-servers N --app-kind asgi)")
     assert not (tmp_path / "run").exists()

@@ -11,12 +11,13 @@ from typing import Any
 
 import pytest
 
-from coordinator import dispatch, experiment
+from coordinator import experiment
 from coordinator.cli.commands import cli
 from coordinator.cli.launch import config_from
 from coordinator.console import Console
-from coordinator.liveness import Health, Liveness, Loss, LossCause, LossPolicy, Roster, WorkersLost
 from coordinator.manifest import Manifest
+from coordinator.trials import dispatch
+from coordinator.trials.liveness import Health, Liveness, Loss, LossCause, LossPolicy, Roster, WorkersLost
 from results.outputs import table
 from tests.helpers import assert_bad_input, run_cli
 

@@ -51,9 +51,11 @@ def _rebuilt(config: LaunchConfig) -> LaunchConfig:
     ["--preset", "two-level"],
     ["--strategies", "naive:jitter=0.2,lock-dc:wake=notify,xfetch:beta=10", "--ttl", "1.5",
      "--expiry", "aligned", "--force-clock", "--worker-timeout", "9", "--fault", "cache:kill@3"],
-    ["--keys", "zipf:1000:1.1", "--rate", "200", "--think-ms", "1", "--origin-ms", "2", "--no-seed"],
-    ["--redis-client", "pooled"],
+    ["--keys", "zipf:1000:1.1", "--rate", "200", "--origin-ms", "2", "--no-seed"],
+    ["--redis-client", "pooled", "--think-ms", "1"],  # a think time is closed loop only (issue 31)
     NET,
+    ["--http-header", "X-Trace: 1", "--http-header", "Accept: text/plain", "--http-insecure",
+     "--http-connect-ms", "250", "--http-read-ms", "900"],
 ])
 def test_every_resolved_option_rebuilds_the_same_config(args: list[str]) -> None:
     config = _config(["--out", "x", *args])
@@ -160,3 +162,21 @@ def test_git_commit_of_a_checkout_and_none_elsewhere(tmp_path: Path) -> None:
         state = git_state(ROOT)
         assert state is not None and len(state["commit"]) == 40
         assert isinstance(state["dirty"], bool)
+
+
+def test_the_http_clients_options_are_recorded_with_credential_headers_masked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ["--out", "x", "--http-header", f"Authorization: Bearer {SECRET}", "--http-header",
+            f"X-Api-Key:{SECRET}", "--http-header", "X-Trace: 7"]
+    monkeypatch.setattr("sys.argv", ["coordinator", "launch", *args])
+    config = _config(args)
+    assert config.http.headers == (("Authorization", f"Bearer {SECRET}"),
+                                   ("X-Api-Key", SECRET), ("X-Trace", "7"))
+    written = _written(config)
+    assert SECRET not in orjson.dumps(written).decode()
+    assert written["manifest"]["options"]["http"]["headers"] == [
+        ["Authorization", "***"], ["X-Api-Key", "***"], ["X-Trace", "7"]]
+    assert "Authorization: ***" in written["manifest"]["command"]
+    del written["manifest"]["options"]["http"]  # a run recorded before the options: the defaults
+    rebuilt = Manifest.from_json(written).config(Path("y"), None).http
+    assert rebuilt.headers == () and rebuilt.verify and rebuilt.read_ms == 5000.0

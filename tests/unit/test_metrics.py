@@ -37,7 +37,7 @@ def rows(latencies_ms: list[float], outcomes: list[str], origin: list[int],
         "outcome": outcomes, "origin_called": origin, "t_start_ns": t_start,
         "origin_start_ns": t_start, "origin_ns": [3_000_000] * n,
         "error": ["MaxConnectionsError: pool" if o == "error" else None for o in outcomes],
-        "in_window": [False] * n,
+        "in_window": [False] * n, "cache_status": [""] * n, "age_s": [-1] * n,
     })
     table = pa.Table.from_pydict(data, schema=REQUEST_SCHEMA)
     window = metrics.Window(100, 200)

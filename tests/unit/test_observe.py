@@ -14,7 +14,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from coordinator.observe import board, dashboard
-from coordinator.plan import TrialPlan
+from coordinator.trials.plan import TrialPlan
 from model.wire import TrialSpec
 from strategies import Outcome, Probe, parse
 from tests.helpers import assert_bad_input, run_cli, trial_spec

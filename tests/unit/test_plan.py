@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import strategies
-from coordinator.plan import PlanError, Schedule, plan_trial, split_clients, trial_order
+from coordinator.trials.plan import PlanError, Schedule, plan_trial, split_clients, trial_order
 
 
 def schedule(**overrides: object) -> Schedule:

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import struct
 
+import pyarrow as pa
 import pytest
 
 from results.store.schema import WIRE_SCHEMA
 from strategies import Outcome, Probe
-from worker.recorder import PROBE_INT64, Recorder
+from worker.recorder import PROBE_INT64, Recorder, wire_batch
 
 
 def probe_with(seed: int) -> Probe:
@@ -57,3 +58,22 @@ def test_a_value_out_of_its_column_range_is_refused() -> None:
     with pytest.raises(struct.error, match="format requires"):
         rec.add(0, 1, 1, Outcome.FILLED, probe, None)
     assert (len(rec), rec.origin_calls) == (0, 0)  # nothing of the refused row was kept
+
+
+def test_one_wire_batch_of_several_clients_keeps_each_clients_rows_and_errors() -> None:
+    """The shipper builds one batch of all its clients' drains: each recorder numbers its own
+    error texts, so codes are mapped onto one table and every row keeps its own text."""
+    keys, ops = ["a", "b"], ["orders"]
+    first, second, third = (Recorder(c, keys, ops) for c in (4, 5, 6))
+    first.add(0, 1, 10, Outcome.ERROR, Probe(), "TimeoutError: late")
+    first.add(1, 2, 20, Outcome.ERROR, Probe(), "ConnectionError: gone")
+    second.add(1, 3, 30, Outcome.HIT, Probe(), None)  # no error texts of its own
+    third.add(0, 4, 40, Outcome.ERROR, Probe(), "ConnectionError: gone")  # its code 0
+    third.add(0, 5, 50, Outcome.ERROR, Probe(), "MaxConnectionsError: too many")
+    parts = [(rec, rec.drain()) for rec in (first, second, third)]
+    rows = wire_batch(parts).to_pylist()
+    assert [(r["client"], r["key"], r["t_start_ns"], r["error"]) for r in rows] == [
+        (4, "a", 1, "TimeoutError: late"), (4, "b", 2, "ConnectionError: gone"),
+        (5, "b", 3, None), (6, "a", 4, "ConnectionError: gone"),
+        (6, "a", 5, "MaxConnectionsError: too many")]
+    assert rows == pa.Table.from_batches([rec.to_batch(d) for rec, d in parts]).to_pylist()

@@ -9,7 +9,7 @@ import pytest
 
 from coordinator.cli.commands import cli
 from coordinator.cli.launch import config_from
-from coordinator.plan import drain_s
+from coordinator.trials.plan import drain_s
 
 WARNING = ("coordinator: warning: --stage-seconds 3 with one stage (no --rate or --bypass list) "
            "makes no stages: each trial lasts warm-up + 3 s + drain")

@@ -9,8 +9,8 @@ import pytest
 
 from coordinator.cli.commands import cli, main
 from coordinator.cli.launch import config_from
-from coordinator.plan import DRAIN_MAX_S
-from coordinator.priming import first_expiry_ms
+from coordinator.trials.plan import DRAIN_MAX_S
+from coordinator.trials.priming import first_expiry_ms
 from results.figures import metrics
 from results.store.schema import DROPPED
 

@@ -1,0 +1,1 @@
+"""The app tier: app-server processes that host the strategies behind HTTP (beside worker/)."""

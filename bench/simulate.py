@@ -1,0 +1,78 @@
+"""Benchmark 10: what the model costs (issue 35): one replication of a world of app servers x
+clients for a few expiries, per strategy, timed on this machine (closed loop, think 10 ms: the
+larger world sends about 980,000 requests per simulated second).
+
+    python -m bench.simulate                    # 100 and 1,000 app servers x 10 clients
+    python -m bench.simulate --app-servers 10   # one size of your own
+    make bench                                  # the two sizes, among the others
+
+Prints, per strategy, the wall time, the simulated requests and their rate per wall second, the
+simulated seconds, the herd the model found and the process's peak RSS. It asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+from dataclasses import dataclass
+
+from simulate.metrics import figures
+from simulate.world import WorldSpec, replicate
+
+
+@dataclass(frozen=True)
+class Size:
+    app_servers: int
+    clients: int
+    expiries: int
+    ttl_s: float
+    think_ms: float
+
+
+FULL = Size(100, 10, 3, 1.0, 10.0)
+LARGE = Size(1000, 10, 3, 1.0, 10.0)  # about 980,000 requests per simulated second
+TINY = Size(4, 5, 2, 0.2, 5.0)
+STRATEGIES = ("naive", "lock-dc")
+
+
+def timed(strategy: str, size: Size, seed: int = 1) -> str:
+    """One replication of ``strategy`` at ``size``: its benchmark line."""
+    spec = WorldSpec(strategy, size.app_servers, size.clients, size.ttl_s,
+                     think_ms=size.think_ms, expiries=size.expiries)
+    started = time.perf_counter()
+    rec = replicate(spec, seed)
+    wall = time.perf_counter() - started
+    found = figures(rec, spec.expiries, spec.ttl_s / 2)
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return (f"[10] simulate {strategy}, {size.app_servers} app servers x {size.clients} clients, "
+            f"{size.expiries} expiries of a {size.ttl_s:g} s TTL: {wall * 1000:,.1f} ms wall for "
+            f"{found.requests:,} requests over {rec.seconds:.2f} simulated s "
+            f"({found.requests / wall:,.0f} requests per wall s), herd max {found.herd_max}, "
+            f"peak RSS {rss_mb:,.0f} MB")
+
+
+def run(*sizes: Size, strategies: tuple[str, ...] = STRATEGIES) -> list[str]:
+    """Each strategy at each size (none given: ``FULL`` and ``LARGE``), one line each."""
+    found = []
+    for size in sizes or (FULL, LARGE):
+        for strategy in strategies:
+            found.append(timed(strategy, size))
+            print(found[-1], flush=True)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.simulate")
+    parser.add_argument("--app-servers", type=int, default=None, help="one size of your own")
+    parser.add_argument("--clients", type=int, default=FULL.clients)
+    parser.add_argument("--expiries", type=int, default=FULL.expiries)
+    args = parser.parse_args()
+    if args.app_servers is None:
+        run()
+    else:
+        run(Size(args.app_servers, args.clients, args.expiries, FULL.ttl_s, FULL.think_ms))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""What a strategy's logic asks its driver to do: small immutable requests, answered in kind.
+
+A strategy's request logic (``strategies.core``) is a generator that yields these and receives
+each one's result, the h11 way: it never touches a socket, a clock, a thread or an event. The
+sync driver (``strategies.drivers.sync``) executes them on ``Commands`` in the client's thread,
+the asyncio driver (``strategies.drivers.aio``) on async commands with ``await``, and a test on a
+scripted store under a scripted scheduler. So the algorithm exists once, and three worlds run it.
+
+Effects are NamedTuples: built in about 100 ns, dispatched on their type. Reading a clock is not
+an effect but a ``strategies.base.Clock`` the logic is built with (``Deps.clock``): a yield
+costs a generator round trip, a clock read is synchronous in every world, and a simulated clock
+is injected the same way.
+
+A command that fails is thrown back into the logic at its yield (the redis-py exception, which
+redis.asyncio raises too), so the logic's own ``try`` decides what a failure means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import Any, NamedTuple
+
+from strategies.base import Outcome, Probe
+from strategies.commands import Arg, Command
+
+CACHE = 0  # the store an effect goes to: the cache server
+LOCKS = 1  # the lock store
+
+
+class Get(NamedTuple):
+    """``GET key`` -> bytes | None."""
+
+    store: int
+    key: str
+
+
+class Set(NamedTuple):
+    """``SET key value [PX | PXAT] [NX]`` -> bool (stored)."""
+
+    store: int
+    key: str
+    value: bytes
+    px: int | None = None
+    pxat: int | None = None
+    nx: bool = False
+
+
+class Delete(NamedTuple):
+    """``DEL keys...`` -> int."""
+
+    store: int
+    keys: tuple[str, ...]
+
+
+class Rpush(NamedTuple):
+    """``RPUSH key value`` -> int."""
+
+    store: int
+    key: str
+    value: bytes
+
+
+class Blpop(NamedTuple):
+    """``BLPOP key timeout`` -> bytes | None (None: nothing within ``timeout_s``)."""
+
+    store: int
+    key: str
+    timeout_s: float
+
+
+class Pipeline(NamedTuple):
+    """Several commands in one round trip -> None (the first error reply raises)."""
+
+    store: int
+    commands: tuple[Command, ...]
+    transaction: bool = False
+
+
+class Eval(NamedTuple):
+    """A Lua script (by its source; the driver registers it once) -> its reply."""
+
+    store: int
+    source: str
+    keys: tuple[str, ...]
+    args: tuple[Arg, ...]
+
+
+class Sleep(NamedTuple):
+    """Pause this request ``seconds`` (a poll interval) -> None."""
+
+    seconds: float
+
+
+class Load(NamedTuple):
+    """Compute ``key``'s value at the origin, measured into the request's probe -> bytes."""
+
+    key: str
+
+
+Effect = Get | Set | Delete | Rpush | Blpop | Pipeline | Eval | Sleep | Load
+# A request's logic: yields effects, receives their results, returns its answer.
+Steps = Generator[Any, Any, Any]
+JobSteps = Callable[[Probe], Generator[Any, Any, Outcome]]
+
+
+class Submit(NamedTuple):
+    """Run ``job`` off the request path, as its own row -> bool: False when the driver has no
+    background executor (the logic then runs the job inline, counted in this request)."""
+
+    key: str
+    job: JobSteps

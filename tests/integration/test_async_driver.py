@@ -1,0 +1,72 @@
+"""The asyncio driver on real servers (redis.asyncio): a herd of coroutines on one expired key,
+each ported strategy's logic as the threads run it, with the same defence."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+import redis
+import redis.asyncio
+
+import strategies
+from strategies import Outcome, Probe
+from strategies.drivers.aio import AsyncDriver, RedisAsyncCommands, afetch, for_asyncio
+from strategies.version import stamp
+
+KEY = "stampede:async"
+HERD = 20
+
+
+class SleepLoader:
+    """An origin of 20 ms, counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def load(self, key: str, probe: Probe) -> bytes:
+        self.calls += 1
+        probe.origin_calls += 1
+        await asyncio.sleep(0.02)
+        return stamp(self.calls, b"value")
+
+
+async def _herd(spec: str, cache_url: str, lock_url: str) -> tuple[list[Outcome], int]:
+    cache = RedisAsyncCommands(redis.asyncio.Redis.from_url(cache_url))
+    locks = RedisAsyncCommands(redis.asyncio.Redis.from_url(lock_url))
+    loader = SleepLoader()
+    try:
+        strategy = for_asyncio(spec, 60_000)
+        driver = AsyncDriver(cache, locks, loader)
+        outcomes = await asyncio.gather(*(afetch(strategy, KEY, Probe(), driver)
+                                          for _ in range(HERD)))
+        again = await afetch(strategy, KEY, Probe(), driver)
+        assert again is Outcome.HIT
+        return list(outcomes), loader.calls
+    finally:
+        await cache.close()
+        await locks.close()
+
+
+@pytest.mark.parametrize("spec", ["lock-dc", "lock-dc:wake=notify", "xfetch-lock", "swr",
+                                  "lease"])
+def test_an_asyncio_herd_fills_once(spec: str, cache: redis.Redis, locks: redis.Redis,
+                                    redis_server: Callable[[str], str]) -> None:
+    outcomes, calls = asyncio.run(_herd(spec, redis_server("cache"), redis_server("lock-store")))
+    assert calls == 1
+    assert outcomes.count(Outcome.FILLED) == 1
+    assert outcomes.count(Outcome.WAITED) == HERD - 1
+
+
+def test_an_asyncio_herd_without_a_defence_is_a_herd(cache: redis.Redis, locks: redis.Redis,
+                                                     redis_server: Callable[[str], str]) -> None:
+    outcomes, calls = asyncio.run(_herd("naive", redis_server("cache"),
+                                        redis_server("lock-store")))
+    assert calls == HERD
+    assert outcomes.count(Outcome.FILLED) == HERD
+
+
+def test_a_strategy_not_ported_is_refused_by_name() -> None:
+    with pytest.raises(strategies.InvalidStrategy, match="not ported"):
+        for_asyncio("local-lock", 60_000)
