@@ -17,14 +17,16 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from results.store.schema import (
-    COMMAND_SCHEMA,
-    EXPIRY_SCHEMA,
     MANIFEST_VERSION,
     REQUEST_SCHEMA,
-    SAMPLE_SCHEMA,
     SCHEMA_VERSION,
-    STATEMENT_SCHEMA,
     TRIAL_SCHEMA,
+)
+from results.store.side_tables import (
+    COMMAND_SCHEMA,
+    EXPIRY_SCHEMA,
+    SAMPLE_SCHEMA,
+    STATEMENT_SCHEMA,
 )
 
 

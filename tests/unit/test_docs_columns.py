@@ -7,12 +7,14 @@ from typing import Any
 import pytest
 
 from results.store.schema import (
+    REQUEST_SCHEMA,
+    TRIAL_SCHEMA,
+)
+from results.store.side_tables import (
     COMMAND_SCHEMA,
     EXPIRY_SCHEMA,
-    REQUEST_SCHEMA,
     SAMPLE_SCHEMA,
     STATEMENT_SCHEMA,
-    TRIAL_SCHEMA,
 )
 from tests.helpers import ROOT
 
