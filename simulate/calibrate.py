@@ -1,7 +1,9 @@
 """``--from RUN_DIR``: the model's two service times taken from a measured run's rows.
 
-The cache round trip is the median latency of the run's hits (a hit is one GET: its latency is
-one round trip plus the client's own cost, which the model then charges to the network); the
+The cache round trip is the median latency of the run's hits on the cache (a hit is one GET: its
+latency is one round trip plus the client's own cost, which the model then charges to the
+network; two-level's local hits never reach the cache and are left out: at 300k a second they
+outnumbered every other hit of a run and made its round trip 1 us); the
 origin time is the median ``origin_ns`` of the requests that called the origin (query time, the
 pool wait apart, as the rows record it), and its median at each number of queries in flight
 (``origin_curve``). From trials.parquet: the topology, the TTL and a think time that gives the
@@ -24,7 +26,8 @@ from results.store import rundir
 from simulate.driver import Curve
 from simulate.world import WorldSpec
 
-COLUMNS = ["outcome", "latency_ns", "origin_called", "origin_start_ns", "origin_ns"]
+COLUMNS = ["outcome", "latency_ns", "origin_called", "origin_start_ns", "origin_ns",
+           "local_hit"]
 MIN_CALLS = 20  # the fewest origin calls a concurrency level needs to be a point of the curve
 
 
@@ -47,7 +50,7 @@ def _service_times(run_dir: Path) -> dict[str, Any]:
     try:
         dataset = rundir.requests_dataset(run_dir)
         rows = dataset.to_table(columns=[c for c in COLUMNS if c in dataset.schema.names])
-        hits = rows.filter(pc.equal(rows["outcome"], "hit"))["latency_ns"].to_numpy()
+        hits = _cache_hits(rows)["latency_ns"].to_numpy()
         called = rows.filter(pc.greater(rows["origin_called"].cast(pa.int64()), 0))  # a count or a flag
         loads = called["origin_ns"].to_numpy()
         curve = _curve_of(called)
@@ -58,6 +61,14 @@ def _service_times(run_dir: Path) -> dict[str, Any]:
                          f"(has {hits.size} hits, {loads.size} origin calls)")
     return {"rtt_us": float(np.median(hits)) / 1000, "origin_ms": float(np.median(loads)) / 1e6,
             "origin_curve": curve}
+
+
+def _cache_hits(rows: pa.Table) -> pa.Table:
+    """The hits answered by the cache itself (a local hit is none: older runs have no column)."""
+    hits = rows.filter(pc.equal(rows["outcome"], "hit"))
+    if "local_hit" not in hits.schema.names:
+        return hits
+    return hits.filter(pc.equal(hits["local_hit"].cast(pa.int64()), 0))
 
 
 def _curve_of(called: pa.Table) -> Curve:
