@@ -68,11 +68,7 @@ def start_service(lang: str, variant: str, redis_url: str, dsn: str, workdir: Pa
         argv = [sys.executable, str(SERVICES / "python" / "service.py")]
     proc = ManagedProcess(f"{lang}-{variant}", argv, workdir / f"{lang}-{variant}.log", env=env)
     base = f"http://127.0.0.1:{port}"
-    try:
-        proc.wait_until(lambda: _answers(base), 30, "answering /metrics")
-    except BaseException:
-        proc.stop()
-        raise
+    proc.ready_or_stopped(lambda: _answers(base), 30, "answering /metrics")
     return proc, base
 
 

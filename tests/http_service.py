@@ -111,9 +111,5 @@ def start_service(workdir: Path, root: Path, wsgi: str = "tests.http_service:app
         except urllib3.exceptions.HTTPError:
             return False
 
-    try:
-        proc.wait_until(answers, 20, "answering")
-    except BaseException:
-        proc.stop()
-        raise
+    proc.ready_or_stopped(answers, 20, "answering")
     return proc, base

@@ -40,11 +40,7 @@ def start_app_tier(processes: int, threads: int, services: Services, workdir: Pa
     proc = ManagedProcess("app-tier", app_argv(), workdir / "app-tier.log", env=env,
                           stop_signal=signal.SIGTERM, stop_timeout_s=8.0)
     url = f"http://127.0.0.1:{port}"
-    try:
-        proc.wait_until(lambda: _answers(url), START_TIMEOUT_S, "answering HTTP")
-    except BaseException:
-        proc.stop()
-        raise
+    proc.ready_or_stopped(lambda: _answers(url), START_TIMEOUT_S, "answering HTTP")
     return proc, url
 
 

@@ -34,11 +34,7 @@ def start_memcached(workdir: Path, bind: str = "127.0.0.1", port: int | None = N
         argv += ["-u", "nobody"]
     proc = ManagedProcess("memcached", argv, workdir / "memcached.log")
     url = f"memcache://{bind}:{port}"
-    try:
-        proc.wait_until(lambda: _answers(url), 10, "answering version")
-    except BaseException:
-        proc.stop()
-        raise
+    proc.ready_or_stopped(lambda: _answers(url), 10, "answering version")
     return proc, url
 
 

@@ -109,6 +109,15 @@ class ManagedProcess:
             time.sleep(0.05)
         raise StackError(f"{self.name} not {what} after {timeout_s:g} s; log {self.log_path}")
 
+    def ready_or_stopped(self, ready: Callable[[], bool], timeout_s: float, what: str) -> None:
+        """``wait_until``, and the process stopped when it never gets there (or the wait is
+        interrupted): a start that fails leaves nothing running behind it."""
+        try:
+            self.wait_until(ready, timeout_s, what)
+        except BaseException:
+            self.stop()
+            raise
+
     def request_stop(self) -> None:
         """Send the stop signal without waiting (``stop`` waits): a stack stops all at once."""
         if self.alive():

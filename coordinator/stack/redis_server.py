@@ -62,10 +62,7 @@ def start_redis(name: str, workdir: Path, bind: str = "127.0.0.1", port: int | N
     client = redis.Redis(unix_socket_path=str(sock), socket_connect_timeout=0.5,
                          password=password)
     try:
-        proc.wait_until(lambda: _answers(client), 10, "answering PING")
-    except BaseException:
-        proc.stop()
-        raise
+        proc.ready_or_stopped(lambda: _answers(client), 10, "answering PING")
     finally:
         client.close()
     return proc, url
