@@ -269,6 +269,10 @@ class ThreadScheduler:
     def sleep(self, seconds: float) -> None:
         self.point(wake=self.plan.clock.ns + int(seconds * 1e9))
 
+    def park(self, ready: Ready, timeout_s: float) -> None:
+        """Wait until ``ready()`` or ``timeout_s`` (the driver's in-process wait, local-lock's)."""
+        self.point(wake=self.plan.clock.ns + int(timeout_s * 1e9), ready=ready)
+
 
 class AsyncScheduler:
     """Requests as tasks of one event loop; the same rule as ``ThreadScheduler``."""
@@ -329,6 +333,9 @@ class AsyncScheduler:
 
     async def sleep(self, seconds: float) -> None:
         await self.point(wake=self.plan.clock.ns + int(seconds * 1e9))
+
+    async def park(self, ready: Ready, timeout_s: float) -> None:
+        await self.point(wake=self.plan.clock.ns + int(timeout_s * 1e9), ready=ready)
 
 
 # --- the commands and the loader, on either scheduler ---------------------------------------------

@@ -50,7 +50,7 @@ async def _herd(spec: str, cache_url: str, lock_url: str) -> tuple[list[Outcome]
 
 
 @pytest.mark.parametrize("spec", ["lock-dc", "lock-dc:wake=notify", "xfetch-lock", "swr",
-                                  "lease"])
+                                  "lease", "local-lock", "local-lock:distributed=false"])
 def test_an_asyncio_herd_fills_once(spec: str, cache: redis.Redis, locks: redis.Redis,
                                     redis_server: Callable[[str], str]) -> None:
     outcomes, calls = asyncio.run(_herd(spec, redis_server("cache"), redis_server("lock-store")))
@@ -69,4 +69,4 @@ def test_an_asyncio_herd_without_a_defence_is_a_herd(cache: redis.Redis, locks: 
 
 def test_a_strategy_not_ported_is_refused_by_name() -> None:
     with pytest.raises(strategies.InvalidStrategy, match="not ported"):
-        for_asyncio("local-lock", 60_000)
+        for_asyncio("two-level", 60_000)

@@ -80,6 +80,7 @@ class Case:
     setup: Setup
     fills: int | None = None  # the origin calls every interleaving must give (None: any)
     error: str | None = None  # the one error type rows may have (None: no error rows)
+    followers: str | None = None  # local-lock: its followers' error when their leader's failed
 
 
 CASES = [
@@ -104,6 +105,15 @@ CASES = [
     Case("lock-dc:on_lock_error=closed", locks_down, fills=0, error="LockStoreDown"),
     Case("swr:on_lock_error=closed", soft_expired_locks_down, fills=0, error="LockStoreDown"),
     Case("swr:on_lock_error=open", soft_expired_locks_down),
+    # local-lock: one in-process leader, the others park on its flight (one process here)
+    Case("local-lock", cold, fills=1),
+    Case("local-lock:wake=notify", cold, fills=1),
+    Case("local-lock:distributed=false", cold, fills=1),
+    Case("local-lock:max_wait_ms=20", held_lock, fills=0, error="LockWaitTimeout",
+         followers="StrategyError"),
+    Case("local-lock:on_lock_error=closed", locks_down, fills=0, error="LockStoreDown",
+         followers="StrategyError"),
+    Case("local-lock:on_lock_error=open", locks_down, fills=1),
 ]
 
 
@@ -153,7 +163,7 @@ def run_sync(case: Case, seed: int) -> World:
     deps = Deps(scripted.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
                 scripted.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
                 scripted.SyncLoader(origin, sched), TTL_MS, background=Background(), clock=clock,
-                sleep=sched.sleep)
+                sleep=sched.sleep, park=sched.park)
     strategy = strategies.parse(case.spec).build(deps)
     for i in range(CLIENTS):
         def client(who: str = f"c{i}") -> None:
@@ -192,7 +202,8 @@ def run_async(case: Case, seed: int) -> World:
         strategy = for_asyncio(case.spec, TTL_MS, clock=clock)
         driver = AsyncDriver(scripted.AsyncCommands(cache, sched, "cache"),
                              scripted.AsyncCommands(locks, sched, "locks"),
-                             scripted.AsyncLoader(origin, sched), Background(), sched.sleep)
+                             scripted.AsyncLoader(origin, sched), Background(), sched.sleep,
+                             sched.park)
         for i in range(CLIENTS):
             async def client(who: str = f"c{i}") -> None:
                 for r in range(ROUNDS):
@@ -224,7 +235,9 @@ def test_both_drivers_give_the_same_trial_and_the_defence_holds(case: Case) -> N
         if case.fills is not None:
             assert len(threaded.calls) == case.fills, (seed, threaded.rows)
         errors = {row[1] for row in threaded.rows.values()} - {None}
-        assert errors == ({case.error} if case.error else set()), threaded.rows
+        assert errors == {case.error, case.followers} - {None}, threaded.rows
         waits += sum(row[0] == "WAITED" for row in threaded.rows.values())
-    if case.spec.startswith("lock") and case.setup is cold:
+        if "distributed=false" in case.spec:  # the in-process flight alone: no lock store
+            assert not [c for c in threaded.log if c[1] == "locks"], seed
+    if case.spec.startswith(("lock", "local-lock")) and case.setup is cold:
         assert waits > 0  # the scenario made requests wait: the waiting path was compared
