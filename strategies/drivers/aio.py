@@ -142,12 +142,20 @@ class AsyncDriver:
     async def fetch(self, strategy: Any, key: str, probe: Probe) -> Outcome:
         """Answer one request with ``strategy``'s logic (``strategy.core``, or a core itself):
         the first GET, the core's ``hit``, and on a miss its steps (a core without ``hit``:
-        its ``steps``, whole)."""
+        its ``steps``, whole). A first GET that fails goes to the core's ``get_failed`` if it
+        has one (the cache-error fallback), else to the caller."""
         core = getattr(strategy, "core", strategy)
         if not hasattr(core, "hit"):  # a core whose first command is not a GET (lease)
             whole: Outcome = await self.run(core.steps(key, probe), probe)
             return whole
-        raw = await self._stores[CACHE].get(key)
+        try:
+            raw = await self._stores[CACHE].get(key)
+        except Exception as exc:
+            failed = getattr(core, "get_failed", None)  # on_cache_error=origin's
+            if failed is None:
+                raise
+            answer: Outcome = await self.run(failed(key, exc, probe), probe)
+            return answer
         outcome: Outcome | None = core.hit(key, raw, probe)
         if outcome is None:
             outcome = await self.run(core.miss(key, raw, probe), probe)

@@ -67,6 +67,12 @@ def test_an_asyncio_herd_without_a_defence_is_a_herd(cache: redis.Redis, locks: 
     assert outcomes.count(Outcome.FILLED) == HERD
 
 
+def test_the_cache_error_fallback_runs_on_the_asyncio_driver() -> None:
+    """on_cache_error=origin is logic (strategies.core.fallback): the asyncio driver runs it."""
+    strategy = for_asyncio("lock-dc:on_cache_error=origin", 60_000)
+    assert strategy.sans_io and hasattr(strategy.core, "get_failed")
+
+
 def test_a_strategy_not_ported_is_refused_by_name() -> None:
     with pytest.raises(strategies.InvalidStrategy, match="not ported"):
         for_asyncio("two-level", 60_000)

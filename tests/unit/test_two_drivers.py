@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,6 +74,21 @@ def locks_down(cache: Store, locks: Store, clock: FakeClock) -> None:
     locks.down = True
 
 
+def cache_down(cache: Store, locks: Store, clock: FakeClock) -> None:
+    """Every cache command fails (on_cache_error decides)."""
+    cache.down = True
+
+
+def read_only(cache: Store, locks: Store, clock: FakeClock) -> None:
+    """Nothing cached, and every cache write fails: a request has its value when it fails."""
+    cache.read_only = True
+
+
+def soft_expired_read_only(cache: Store, locks: Store, clock: FakeClock) -> None:
+    soft_expired(cache, locks, clock)
+    cache.read_only = True
+
+
 @dataclass(frozen=True)
 class Case:
     spec: str
@@ -114,6 +129,19 @@ CASES = [
     Case("local-lock:on_lock_error=closed", locks_down, fills=0, error="LockStoreDown",
          followers="StrategyError"),
     Case("local-lock:on_lock_error=open", locks_down, fills=1),
+    # on_cache_error: fail raises the cache's error; origin answers from the origin, once
+    Case("naive", cache_down, fills=0, error="ConnectionError"),
+    Case("naive:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
+    Case("lock-dc:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
+    Case("lease:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
+    Case("naive:on_cache_error=origin", read_only, fills=CLIENTS * ROUNDS),
+    Case("naive", read_only, error="ReadOnlyError"),
+    # the value never comes: lock-dc's waiters time out; local-lock's followers fail with
+    # their leader (as the threaded wrapper had it), who is answered
+    Case("lock-dc:on_cache_error=origin,max_wait_ms=20", read_only, error="LockWaitTimeout"),
+    Case("local-lock:on_cache_error=origin", read_only, followers="StrategyError"),
+    Case("swr:on_cache_error=origin", soft_expired_read_only),
+    Case("swr", soft_expired_read_only, error="ReadOnlyError"),
 ]
 
 
@@ -133,13 +161,30 @@ class World:
 def _row(outcome: Outcome, probe: Probe, error: str | None) -> tuple[Any, ...]:
     return (outcome.name, error, probe.version_served, probe.version_set, probe.set_ns,
             probe.lock_wait_ns, probe.stale_age_ns, probe.refresh_of_ns, probe.origin_calls,
-            probe.origin_ns)
+            probe.origin_ns, probe.fallback)
 
 
 @pytest.fixture(autouse=True)
 def fixed_draw(monkeypatch: pytest.MonkeyPatch) -> None:
     """XFetch's draw, fixed: -ln(0.5) x 5 ms = 3.5 ms ahead, past the 2 ms left (early)."""
     monkeypatch.setattr(strategies.xfetch, "draw", lambda: 0.5)
+
+
+def attempt(answer: Callable[[Probe], Outcome]) -> tuple[Any, ...]:
+    """One request's (or job's) row, a failure an error row of its type."""
+    probe = Probe()
+    try:
+        return _row(answer(probe), probe, None)
+    except Exception as exc:  # noqa: BLE001 - an error row
+        return _row(Outcome.ERROR, probe, type(exc).__name__)
+
+
+async def attempt_async(answer: Callable[[Probe], Awaitable[Outcome]]) -> tuple[Any, ...]:
+    probe = Probe()
+    try:
+        return _row(await answer(probe), probe, None)
+    except Exception as exc:  # noqa: BLE001 - an error row
+        return _row(Outcome.ERROR, probe, type(exc).__name__)
 
 
 def run_sync(case: Case, seed: int) -> World:
@@ -156,8 +201,7 @@ def run_sync(case: Case, seed: int) -> World:
             who = f"bg{next(jobs)}-{sched.who()}"
 
             def body() -> None:
-                probe = Probe()
-                rows[who, 0] = _row(job(probe), probe, None)
+                rows[who, 0] = attempt(job)
             sched.spawn(who, body)
 
     deps = Deps(scripted.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
@@ -168,12 +212,7 @@ def run_sync(case: Case, seed: int) -> World:
     for i in range(CLIENTS):
         def client(who: str = f"c{i}") -> None:
             for r in range(ROUNDS):
-                probe, error = Probe(), None
-                try:
-                    outcome = strategy.fetch(KEY, probe)
-                except Exception as exc:  # noqa: BLE001 - an error row
-                    outcome, error = Outcome.ERROR, type(exc).__name__
-                rows[who, r] = _row(outcome, probe, error)
+                rows[who, r] = attempt(lambda probe: strategy.fetch(KEY, probe))
         sched.spawn(f"c{i}", client)
     sched.run()
     return World(rows, origin.calls, log, plan.order, cache.state(), locks.state())
@@ -195,8 +234,7 @@ def run_async(case: Case, seed: int) -> World:
                 who = f"bg{next(jobs)}-{sched.who()}"
 
                 async def body() -> None:
-                    probe = Probe()
-                    rows[who, 0] = _row(await job(probe), probe, None)
+                    rows[who, 0] = await attempt_async(job)
                 sched.spawn(who, body)
 
         strategy = for_asyncio(case.spec, TTL_MS, clock=clock)
@@ -207,12 +245,8 @@ def run_async(case: Case, seed: int) -> World:
         for i in range(CLIENTS):
             async def client(who: str = f"c{i}") -> None:
                 for r in range(ROUNDS):
-                    probe, error = Probe(), None
-                    try:
-                        outcome = await afetch(strategy, KEY, probe, driver)
-                    except Exception as exc:  # noqa: BLE001 - an error row
-                        outcome, error = Outcome.ERROR, type(exc).__name__
-                    rows[who, r] = _row(outcome, probe, error)
+                    rows[who, r] = await attempt_async(
+                        lambda probe: afetch(strategy, KEY, probe, driver))
             sched.spawn(f"c{i}", client)
         await sched.run()
 
