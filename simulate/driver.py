@@ -24,8 +24,10 @@ from simulate.store import SimStore
 from strategies.base import Outcome, Probe
 from strategies.core.effects import (
     CACHE,
+    AwaitFlight,
     Blpop,
     Delete,
+    EndFlight,
     Eval,
     Get,
     Load,
@@ -127,6 +129,7 @@ class SimDriver:
             Get: self._get, Set: self._set, Delete: self._delete, Rpush: self._rpush,
             Blpop: self._blpop, Pipeline: self._pipeline, Eval: self._eval,
             Sleep: self._sleep, Load: self._load, Submit: self._submit,
+            AwaitFlight: self._await_flight, EndFlight: self._end_flight,
         }
 
     @property
@@ -200,6 +203,22 @@ class SimDriver:
 
     def _sleep(self, e: Sleep, probe: Probe) -> Proc:
         yield self.env.timeout(e.seconds)
+
+    def _await_flight(self, e: AwaitFlight, probe: Probe) -> Proc:
+        """Park on the flight's simpy event (made by its first follower) or the timeout; in
+        process, so no round trip."""
+        flight = e.flight
+        if flight.done:
+            return
+        if flight.waiter is None:
+            flight.waiter = self.env.event()
+        yield flight.waiter | self.env.timeout(e.timeout_s)
+
+    def _end_flight(self, e: EndFlight, probe: Probe) -> Proc:
+        if e.flight.waiter is not None:
+            e.flight.waiter.succeed()
+        return
+        yield  # a generator like every handler
 
     def _load(self, e: Load, probe: Probe) -> Proc:
         cached = self._stores[CACHE].live(e.key) is not None

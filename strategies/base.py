@@ -158,6 +158,9 @@ class Deps:
     servers: Servers | None = None  # for strategies with clients of their own (adapters/)
     clock: Clock | None = None  # the ported strategies' clock (strategies.core); None: the system's
     sleep: Callable[[float], None] | None = None  # how their threaded driver waits; None: time.sleep
+    # How their threaded driver parks a request until a condition holds (local-lock's flight
+    # ended) or a timeout; None: on a threading.Event. A scripted scheduler's in tests.
+    park: Callable[[Callable[[], bool], float], None] | None = None
 
 
 class Strategy(Protocol):

@@ -27,29 +27,24 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import redis
-import redis.exceptions as rex
 
 from strategies import version
 from strategies.base import Background, Deps, Job, Loader, Outcome, Probe, Strategy, close_strategy
+from strategies.core.fallback import (
+    FallbackCore,
+    FallbackSteps,
+    answered,
+    cache_failed,
+    from_origin,
+)
 from strategies.params import CacheErrorPolicy, WriteParams
 
-_DOWN = (redis.ConnectionError, redis.TimeoutError, rex.OutOfMemoryError, rex.ReadOnlyError,
-         rex.ClusterDownError, rex.TryAgainError)
-_OURS = (rex.MaxConnectionsError, rex.AuthenticationError, rex.AuthorizationError)
-
-
-def cache_failed(exc: BaseException) -> bool:
-    """Is ``exc`` the cache failing (down, timing out, out of memory, read-only)?"""
-    return isinstance(exc, _DOWN) and not isinstance(exc, _OURS)
-
-
-def answered(probe: Probe) -> bool:
-    """Did this request get its value from the origin before the cache failed under it?"""
-    return probe.origin_calls > 0 and probe.version_served >= 0
+__all__ = ["CacheFallback", "PortedFallback", "answered", "build", "cache_failed"]
 
 
 class CacheFallback:
-    """A Strategy that answers from the origin when the one it wraps meets a failing cache."""
+    """A Strategy that answers from the origin when the one it wraps meets a failing cache: the
+    threaded wrapper, for strategies whose logic is not a core (two-level, the adapters)."""
 
     name: ClassVar[str] = "on_cache_error=origin"  # the wrapped strategy keeps its own name
 
@@ -84,6 +79,43 @@ class CacheFallback:
         close_strategy(self.inner)
 
 
+class PortedFallback(CacheFallback):
+    """The fallback around a ported strategy: its logic is ``strategies.core.fallback`` over
+    the inner's core, so the asyncio driver and the simulator run it too (``sans_io``)."""
+
+    sans_io: ClassVar[bool] = True
+
+    def __init__(self, inner: Any, loader: Loader) -> None:
+        super().__init__(inner, loader)
+        whole = not hasattr(inner.core, "hit")  # one generator (lease)
+        self.core: Any = FallbackSteps(inner.core) if whole else FallbackCore(inner.core)
+        self.driver = inner.driver
+        self._cache = inner._deps.cache
+
+    def fetch(self, key: str, probe: Probe) -> Outcome:
+        """The threaded driver's request shape (``Driven.fetch``), with the first GET's
+        failure handed to the core. A core that is one generator (lease, no background jobs)
+        keeps its inner's fast path, the same policy (``from_origin``) after it: a hit starts
+        no generator here either."""
+        core, run = self.core, self.driver.run
+        if type(core) is FallbackSteps:
+            try:
+                inner: Outcome = self.inner.fetch(key, probe)
+                return inner
+            except redis.RedisError as exc:
+                fell: Outcome = run(from_origin(key, exc, probe), probe)
+                return fell
+        try:
+            raw = self._cache.get(key)
+        except redis.RedisError as exc:
+            failed: Outcome = run(core.get_failed(key, exc, probe), probe)
+            return failed
+        outcome: Outcome | None = core.hit(key, raw, probe)
+        if outcome is None:
+            outcome = run(core.miss(key, raw, probe), probe)
+        return outcome
+
+
 class _GuardedBackground:
     """Background jobs (swr's refresh) whose value was loaded before the cache write failed
     are ``filled`` rows, not errors; a refresh that failed before it loaded stays an error."""
@@ -108,6 +140,8 @@ def build(make: Callable[[Deps, Any], Strategy], deps: Deps, params: WriteParams
     libraries' strategies take no such parameter: built bare)."""
     if getattr(params, "on_cache_error", CacheErrorPolicy.FAIL) is CacheErrorPolicy.FAIL:
         return make(deps, params)
+    if getattr(make, "sans_io", False):  # its core guards its own jobs
+        return PortedFallback(make(deps, params), deps.loader)
     if deps.background is not None:
         deps = dataclasses.replace(deps, background=_GuardedBackground(deps.background))
     return CacheFallback(make(deps, params), deps.loader)

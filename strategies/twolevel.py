@@ -11,24 +11,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import redis
 from redis.client import PubSub
 
 from strategies import version
-from strategies.base import HIT, Deps, Outcome, Probe, StrategyError
+from strategies.base import Deps, Outcome, Probe, StrategyError
 from strategies.commands import Commands, set_command
-from strategies.core.cacheaside import LockCore
-from strategies.core.effects import CACHE, Load, Pipeline
+from strategies.core.twolevel import CHANNEL, TwoLevelCore
 from strategies.drivers.sync import clock_of
 from strategies.lock import Lock
 from strategies.params import Expiry, LockParams
 from strategies.registry import register
 
-CHANNEL = "stampede:invalidate"
 RESUBSCRIBE_S = 0.2  # how often a listener whose cache failed tries to subscribe again
 
 
@@ -52,12 +49,11 @@ class Invalidations:
     ``error`` and raised by every later fetch.
     """
 
-    def __init__(self, client: Commands, local: dict[str, tuple[float, bytes]]) -> None:
-        self.generation = 0
+    def __init__(self, client: Commands, core: TwoLevelCore) -> None:
         self.error: BaseException | None = None
         self.down: redis.RedisError | None = None  # the cache failed under the listener
         self._client = client
-        self._local = local
+        self._core = core
         self._stop = threading.Event()
         self._pubsub = self._subscribe()
         self._thread = threading.Thread(target=self._run, name="invalidations", daemon=True)
@@ -79,7 +75,7 @@ class Invalidations:
                     self._listen()
                 except redis.RedisError as exc:
                     self.down = exc
-                    self.generation += 1  # a read racing the outage stores no local copy
+                    self._core.outage()  # a read racing the outage stores no local copy
                     self._stop.wait(RESUBSCRIBE_S)
         except BaseException as exc:  # noqa: BLE001 - kept and raised by every later fetch
             self.error = exc
@@ -93,26 +89,11 @@ class Invalidations:
             self.down = None
         message = self._pubsub.get_message(timeout=0.1)
         if message is not None:
-            self.generation += 1
-            self._local.pop(message["data"].decode(), None)
+            self._core.invalidate(message["data"].decode())
 
     def close(self) -> None:
         self._stop.set()
         self._thread.join(5.0)
-
-
-class TwoLevelCore(LockCore):
-    """lock-dc's logic, whose fill also publishes the key (every process drops its copy).
-    Two-level's local layer and its listener thread are not ported: they stay threaded."""
-
-    def fill(self, key: str, probe: Probe) -> Generator[Any, Any, None]:
-        value = yield Load(key)
-        version.served(probe, value)
-        sent = self.clock.wall_ns()
-        expiry = self.ttl.draw(sent // 1_000_000)
-        yield Pipeline(CACHE, (set_command(key, value, px=expiry.px, pxat=expiry.pxat),
-                               ("PUBLISH", CHANNEL, key)))
-        version.stored(probe, value, sent)
 
 
 @register
@@ -120,31 +101,30 @@ class TwoLevel(Lock):
     name: ClassVar[str] = "two-level"
     Params = TwoLevelParams
     double_check: ClassVar[bool] = True
-    sans_io: ClassVar[bool] = False  # not ported: its local layer and listener are threaded
+    # not ported: its logic is (strategies.core.twolevel), its invalidation listener is a thread
+    sans_io: ClassVar[bool] = False
+    core: TwoLevelCore
 
     def __init__(self, deps: Deps, params: TwoLevelParams) -> None:
         super().__init__(deps, params)
-        self.core = TwoLevelCore(self._ttl, clock_of(deps), params, self.double_check)
-        self._local_ttl_s = params.local_ttl_ms / 1000
-        self.local: dict[str, tuple[float, bytes]] = {}
-        self._invalidations = Invalidations(deps.cache, self.local)
+        self.core = TwoLevelCore(self._ttl, clock_of(deps), params, params.local_ttl_ms)
+        self.local = self.core.local
+        self._invalidations = Invalidations(deps.cache, self.core)
 
     def fetch(self, key: str, probe: Probe) -> Outcome:
+        """The core's ``steps``, inline: a local or a cache hit starts no generator."""
         if self._invalidations.error is not None:
             raise StrategyError(f"invalidation listener died: {self._invalidations.error!r}")
-        entry = self.local.get(key)
-        if entry is not None and entry[0] > time.monotonic():
-            probe.local_hit = 1
-            version.served_decoded(probe, entry[1])  # the process holds its copy decoded
-            return HIT
-        generation = self._invalidations.generation
-        value = self._deps.cache.get(key)
-        if value is None:
+        core = self.core
+        outcome = core.local_hit(key, probe)
+        if outcome is not None:
+            return outcome
+        generation = core.generation
+        raw = self._deps.cache.get(key)
+        outcome = core.remote_hit(key, raw, generation, probe)
+        if outcome is None:
             return self.fill_or_wait(key, probe)
-        version.served(probe, value)
-        if generation == self._invalidations.generation:
-            self.local[key] = (time.monotonic() + self._local_ttl_s, value)
-        return HIT
+        return outcome
 
     def write(self, key: str, value: bytes, expiry: Expiry, probe: Probe) -> None:
         """Rewrite a value in Redis and tell every process to drop its local copy."""

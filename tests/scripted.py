@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import redis
+import redis.exceptions as rex
 
 from strategies.base import Probe
 from strategies.commands import Arg, Command
@@ -92,6 +93,7 @@ class Store:
         self.data: dict[str, tuple[Any, int | None]] = {}  # key -> (value, expiry wall ms)
         self.log = log
         self.down = False  # every command fails as a refused connection does
+        self.read_only = False  # every write fails as a replica's (or a full server's) does
 
     def _live(self, key: str) -> Any:
         item = self.data.get(key)
@@ -102,6 +104,10 @@ class Store:
             del self.data[key]
             return None
         return value
+
+    def refuse_write(self) -> None:
+        if self.read_only:
+            raise rex.ReadOnlyError("You can't write against a read only replica.")
 
     def get(self, key: str) -> bytes | None:
         value = self._live(key)
@@ -269,6 +275,10 @@ class ThreadScheduler:
     def sleep(self, seconds: float) -> None:
         self.point(wake=self.plan.clock.ns + int(seconds * 1e9))
 
+    def park(self, ready: Ready, timeout_s: float) -> None:
+        """Wait until ``ready()`` or ``timeout_s`` (the driver's in-process wait, local-lock's)."""
+        self.point(wake=self.plan.clock.ns + int(timeout_s * 1e9), ready=ready)
+
 
 class AsyncScheduler:
     """Requests as tasks of one event loop; the same rule as ``ThreadScheduler``."""
@@ -330,6 +340,9 @@ class AsyncScheduler:
     async def sleep(self, seconds: float) -> None:
         await self.point(wake=self.plan.clock.ns + int(seconds * 1e9))
 
+    async def park(self, ready: Ready, timeout_s: float) -> None:
+        await self.point(wake=self.plan.clock.ns + int(timeout_s * 1e9), ready=ready)
+
 
 # --- the commands and the loader, on either scheduler ---------------------------------------------
 
@@ -352,6 +365,7 @@ class SyncCommands:
     def set(self, key: str, value: bytes, *, px: int | None = None, pxat: int | None = None,
             nx: bool = False) -> bool:
         self._at("SET", key, px, pxat, nx)
+        self._store.refuse_write()
         return self._store.set(key, value, px, pxat, nx)
 
     def delete(self, *keys: str) -> int:
@@ -401,6 +415,7 @@ class AsyncCommands:
     async def set(self, key: str, value: bytes, *, px: int | None = None,
                   pxat: int | None = None, nx: bool = False) -> bool:
         await self._at("SET", key, px, pxat, nx)
+        self._store.refuse_write()
         return self._store.set(key, value, px, pxat, nx)
 
     async def delete(self, *keys: str) -> int:

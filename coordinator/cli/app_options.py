@@ -139,11 +139,9 @@ def _check_kind(config: LaunchConfig) -> None:
 
 
 def ported(spec: StrategySpec) -> bool:
-    """One of ours whose logic is a strategies.core generator (the asyncio driver runs it),
-    without the cache-error fallback (its wrapper is threaded)."""
-    if not getattr(strategy_class(spec.name), "sans_io", False):
-        return False
-    return str(spec.params.get("on_cache_error", "fail")) == "fail"
+    """One of ours whose logic is a strategies.core generator (the asyncio driver runs it;
+    under on_cache_error=origin too: strategies.core.fallback)."""
+    return bool(getattr(strategy_class(spec.name), "sans_io", False))
 
 
 def _check_where(config: LaunchConfig) -> None:

@@ -97,7 +97,36 @@ class Load(NamedTuple):
     key: str
 
 
-Effect = Get | Set | Delete | Rpush | Blpop | Pipeline | Eval | Sleep | Load
+class LocalFlight:
+    """One key's in-process flight (local-lock): its leader's answer for the followers, and
+    ``waiter``, whatever the driver parks them on (a ``threading.Event``, an ``asyncio.Event``,
+    a simpy event): the logic sets ``done`` and never looks at ``waiter``."""
+
+    __slots__ = ("done", "error", "version", "waiter")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error: BaseException | None = None
+        self.version = -1  # what the leader served: the followers serve the same value
+        self.waiter: Any = None
+
+
+class AwaitFlight(NamedTuple):
+    """Park this request until ``flight.done`` or ``timeout_s`` -> None (the logic reads
+    ``flight.done`` after: the driver's own wake-up is never its answer)."""
+
+    flight: LocalFlight
+    timeout_s: float
+
+
+class EndFlight(NamedTuple):
+    """``flight`` is done (set by the logic before): wake the requests parked on it -> None."""
+
+    flight: LocalFlight
+
+
+Effect = (Get | Set | Delete | Rpush | Blpop | Pipeline | Eval | Sleep | Load | AwaitFlight
+          | EndFlight)
 # A request's logic: yields effects, receives their results, returns its answer.
 Steps = Generator[Any, Any, Any]
 JobSteps = Callable[[Probe], Generator[Any, Any, Outcome]]

@@ -13,6 +13,7 @@ The contract for a strategy that wants to run here is in docs/plugins.md ("Async
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any, Protocol, cast
 
@@ -23,8 +24,10 @@ from strategies.base import Clock, Deps, Outcome, Probe
 from strategies.commands import Arg, Command
 from strategies.core.effects import (
     CACHE,
+    AwaitFlight,
     Blpop,
     Delete,
+    EndFlight,
     Eval,
     Get,
     Load,
@@ -118,8 +121,13 @@ class AsyncDriver:
 
     def __init__(self, cache: AsyncCommands, locks: AsyncCommands, loader: AsyncLoader,
                  background: AsyncBackground | None = None,
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+                 park: Callable[[Callable[[], bool], float], Awaitable[None]] | None = None,
+                 ) -> None:
+        """``park``: how a request waits for a condition (local-lock's flight ended) or a
+        timeout (a scripted scheduler's in tests); None: on an ``asyncio.Event``."""
         self._stores = (cache, locks)
+        self._park = park
         self._loader = loader
         self._background = background
         self._sleep = sleep
@@ -128,17 +136,26 @@ class AsyncDriver:
             Get: self._get, Set: self._set, Delete: self._delete, Rpush: self._rpush,
             Blpop: self._blpop, Pipeline: self._pipeline, Eval: self._eval,
             Sleep: self._sleep_for, Load: self._load, Submit: self._submit_async,
+            AwaitFlight: self._await_flight, EndFlight: self._end_flight,
         }
 
     async def fetch(self, strategy: Any, key: str, probe: Probe) -> Outcome:
         """Answer one request with ``strategy``'s logic (``strategy.core``, or a core itself):
         the first GET, the core's ``hit``, and on a miss its steps (a core without ``hit``:
-        its ``steps``, whole)."""
+        its ``steps``, whole). A first GET that fails goes to the core's ``get_failed`` if it
+        has one (the cache-error fallback), else to the caller."""
         core = getattr(strategy, "core", strategy)
         if not hasattr(core, "hit"):  # a core whose first command is not a GET (lease)
             whole: Outcome = await self.run(core.steps(key, probe), probe)
             return whole
-        raw = await self._stores[CACHE].get(key)
+        try:
+            raw = await self._stores[CACHE].get(key)
+        except Exception as exc:
+            failed = getattr(core, "get_failed", None)  # on_cache_error=origin's
+            if failed is None:
+                raise
+            answer: Outcome = await self.run(failed(key, exc, probe), probe)
+            return answer
         outcome: Outcome | None = core.hit(key, raw, probe)
         if outcome is None:
             outcome = await self.run(core.miss(key, raw, probe), probe)
@@ -188,6 +205,24 @@ class AsyncDriver:
 
     async def _load(self, e: Load, probe: Probe) -> bytes:
         return await self._loader.load(e.key, probe)
+
+    async def _await_flight(self, e: AwaitFlight, probe: Probe) -> None:
+        """Wait on the flight's event, made by its first follower (one loop: no race)."""
+        flight = e.flight
+        if self._park is not None:
+            await self._park(lambda: flight.done, e.timeout_s)
+            return
+        if flight.done:
+            return
+        event = flight.waiter
+        if event is None:
+            event = flight.waiter = asyncio.Event()
+        with contextlib.suppress(TimeoutError):  # the logic sees the flight still in the air
+            await asyncio.wait_for(event.wait(), e.timeout_s)
+
+    async def _end_flight(self, e: EndFlight, probe: Probe) -> None:
+        if e.flight.waiter is not None:
+            e.flight.waiter.set()
 
     async def _submit_async(self, e: Submit, probe: Probe) -> bool:
         return self._submit(e)

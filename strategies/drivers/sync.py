@@ -13,6 +13,7 @@ the figures: docs/plugins.md).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Generator
 from typing import Any, ClassVar
@@ -20,8 +21,10 @@ from typing import Any, ClassVar
 from strategies.base import Clock, Deps, Outcome, Probe
 from strategies.commands import Commands, Script
 from strategies.core.effects import (
+    AwaitFlight,
     Blpop,
     Delete,
+    EndFlight,
     Eval,
     Get,
     Load,
@@ -59,11 +62,14 @@ class SyncDriver:
         self._loader = deps.loader
         self._background = deps.background
         self._sleep = time.sleep if deps.sleep is None else deps.sleep
+        self._park = deps.park
+        self._flights = threading.Lock()  # a follower's look at ``done`` against the leader's wake
         self._scripts: dict[tuple[int, str], Script] = {}
         self._handlers: dict[type, Handler] = {
             Get: self._get, Set: self._set, Delete: self._delete, Rpush: self._rpush,
             Blpop: self._blpop, Pipeline: self._pipeline, Eval: self._eval,
             Sleep: self._sleep_for, Load: self._load, Submit: self._submit,
+            AwaitFlight: self._await_flight, EndFlight: self._end_flight,
         }
 
     def run(self, steps: Generator[Any, Any, Any], probe: Probe) -> Any:
@@ -111,6 +117,27 @@ class SyncDriver:
     def _load(self, e: Load, probe: Probe) -> bytes:
         return self._loader.load(e.key, probe)
 
+    def _await_flight(self, e: AwaitFlight, probe: Probe) -> None:
+        """Block on the flight's event, made by its first follower. Looking at ``done`` and
+        hanging the event under one mutex, as ``_end_flight`` reads it, loses no wake-up."""
+        flight = e.flight
+        if self._park is not None:
+            self._park(lambda: flight.done, e.timeout_s)
+            return
+        with self._flights:
+            if flight.done:
+                return
+            event = flight.waiter
+            if event is None:
+                event = flight.waiter = threading.Event()
+        event.wait(e.timeout_s)
+
+    def _end_flight(self, e: EndFlight, probe: Probe) -> None:
+        with self._flights:
+            event = e.flight.waiter
+        if event is not None:
+            event.set()
+
     def _submit(self, e: Submit, probe: Probe) -> bool:
         background = self._background
         if background is None:
@@ -133,7 +160,7 @@ class Driven:
     driver: SyncDriver
     _deps: Deps
     # The whole request is the core's (so the asyncio driver may run it); a subclass with a
-    # threaded layer of its own in front (local-lock, two-level) says False.
+    # threaded layer of its own in front (two-level's local cache and listener) says False.
     sans_io: ClassVar[bool] = True
 
     def fetch(self, key: str, probe: Probe) -> Outcome:

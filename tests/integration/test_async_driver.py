@@ -50,7 +50,7 @@ async def _herd(spec: str, cache_url: str, lock_url: str) -> tuple[list[Outcome]
 
 
 @pytest.mark.parametrize("spec", ["lock-dc", "lock-dc:wake=notify", "xfetch-lock", "swr",
-                                  "lease"])
+                                  "lease", "local-lock", "local-lock:distributed=false"])
 def test_an_asyncio_herd_fills_once(spec: str, cache: redis.Redis, locks: redis.Redis,
                                     redis_server: Callable[[str], str]) -> None:
     outcomes, calls = asyncio.run(_herd(spec, redis_server("cache"), redis_server("lock-store")))
@@ -67,6 +67,34 @@ def test_an_asyncio_herd_without_a_defence_is_a_herd(cache: redis.Redis, locks: 
     assert outcomes.count(Outcome.FILLED) == HERD
 
 
+@pytest.mark.parametrize("spec", ["naive", "lock-dc", "local-lock", "swr", "lease"])
+def test_a_cache_that_refuses_is_answered_by_the_origin_under_origin(
+        spec: str, locks: redis.Redis, redis_server: Callable[[str], str]) -> None:
+    """on_cache_error=origin is logic (strategies.core.fallback): on the asyncio driver a
+    refused cache is one origin call per request, a fallback row, no error; under fail, the
+    cache client's error."""
+
+    async def scenario() -> None:
+        cache = RedisAsyncCommands(redis.asyncio.Redis.from_url("redis://127.0.0.1:1/0"))
+        locks_ = RedisAsyncCommands(redis.asyncio.Redis.from_url(redis_server("lock-store")))
+        loader = SleepLoader()
+        try:
+            driver = AsyncDriver(cache, locks_, loader)
+            falling_back = for_asyncio(f"{spec}:on_cache_error=origin", 60_000)
+            probes = [Probe() for _ in range(3)]
+            outcomes = await asyncio.gather(*(afetch(falling_back, KEY, p, driver)
+                                              for p in probes))
+            assert outcomes == [Outcome.FILLED] * 3 and loader.calls == 3
+            assert all(p.fallback == 1 and p.version_served > 0 for p in probes)
+            with pytest.raises(redis.ConnectionError):
+                await afetch(for_asyncio(spec, 60_000), KEY, Probe(), driver)
+        finally:
+            await cache.close()
+            await locks_.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_strategy_not_ported_is_refused_by_name() -> None:
     with pytest.raises(strategies.InvalidStrategy, match="not ported"):
-        for_asyncio("local-lock", 60_000)
+        for_asyncio("two-level", 60_000)

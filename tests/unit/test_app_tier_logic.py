@@ -113,8 +113,8 @@ APP_CASES = [
     (["--strategies", "lock,cashews"], "--app-servers N --app-kind asgi"),
     (["--strategies", "two-level", "--app-servers", "2", "--app-kind", "asgi"],
      "two-level is not ported to strategies.core"),
-    (["--strategies", "lock:on_cache_error=origin", "--app-servers", "2", "--app-kind", "asgi"],
-     "is not ported to strategies.core"),
+    (["--strategies", "two-level:on_cache_error=origin", "--app-servers", "2", "--app-kind",
+      "asgi"], "is not ported to strategies.core"),
     (["--strategies", "nginx", "--app-servers", "2", "--app-kind", "asgi"],
      "no HTTP cache in front"),
 ]

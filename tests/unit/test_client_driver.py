@@ -20,10 +20,9 @@ SVC = "http://127.0.0.1:1/items/{key}"
 CASES = [
     (["--client-driver", "fibers"],
      "Invalid value for '--client-driver': 'fibers' is not one of 'threads', 'asyncio'"),
-    (["--client-driver", "asyncio", "--strategies", "naive,local-lock"],
-     "--client-driver: asyncio cannot run local-lock: strategy 'local-lock' is not ported to "
+    (["--client-driver", "asyncio", "--strategies", "naive,local-lock,two-level"],
+     "--client-driver: asyncio cannot run two-level: strategy 'two-level' is not ported to "
      "strategies.core"),
-    (["--client-driver", "asyncio", "--strategies", "two-level"], "asyncio cannot run two-level"),
     (["--client-driver", "asyncio", "--invalidate-rate", "2"], "asyncio has no origin writer"),
     (["--client-driver", "asyncio", "--app-servers", "2"], "with --app-servers the clients are"),
     (["--client-driver", "asyncio", "--redis-client", "pooled"],
@@ -45,9 +44,9 @@ def test_bad_driver_options_are_one_line_and_exit_2(args: list[str], says: str,
 def test_the_environment_gives_the_driver(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STAMPEDE_CLIENT_DRIVER", "asyncio")
-    code, err = run_cli(["launch", "--strategies", "local-lock", "--out", str(tmp_path / "r")],
+    code, err = run_cli(["launch", "--strategies", "two-level", "--out", str(tmp_path / "r")],
                         capsys)
-    assert_bad_input(code, err, "asyncio cannot run local-lock")
+    assert_bad_input(code, err, "asyncio cannot run two-level")
 
 
 def _json(**changes: Any) -> dict[str, Any]:
@@ -59,7 +58,7 @@ def test_the_task_reads_the_driver_and_defaults_to_threads() -> None:
     assert TrialSpec.from_json(spec).client_driver == "threads"
     del spec["client_driver"]  # a coordinator from before the option
     assert TrialSpec.from_json(spec).client_driver == "threads"
-    for name in ("naive", "lock", "lock-dc", "xfetch", "swr", "lease"):
+    for name in ("naive", "lock", "lock-dc", "xfetch", "swr", "lease", "local-lock"):
         assert TrialSpec.from_json(_json(client_driver="asyncio", strategy=name)).client_driver \
             == "asyncio"
 
@@ -68,8 +67,8 @@ def test_the_task_reads_the_driver_and_defaults_to_threads() -> None:
     ({"client_driver": "fibers"}, "client_driver 'fibers' is not one of threads|asyncio"),
     ({"client_driver": 1}, "client_driver must be str, got int"),
     ({"client_driver": None}, "client_driver must be str, got NoneType"),
-    ({"client_driver": "asyncio", "strategy": "local-lock"},
-     "client_driver asyncio: strategy 'local-lock' is not ported"),
+    ({"client_driver": "asyncio", "strategy": "two-level"},
+     "client_driver asyncio: strategy 'two-level' is not ported"),
     ({"client_driver": "asyncio", "workload": {**_json()["workload"]} or None}, None),
 ], ids=["unknown", "int", "null", "not-ported", "ok"])
 def test_the_task_refuses_what_the_driver_cannot_run(changes: dict[str, Any],

@@ -111,6 +111,22 @@ def test_the_other_ported_defences_run_and_hold(strategy: str) -> None:
     assert found.origin_per_expiry <= 1.5, found
 
 
+@pytest.mark.parametrize("strategy", ["local-lock", "local-lock:wake=notify"])
+def test_local_lock_runs_on_simpy_events_and_fills_once(strategy: str) -> None:
+    spec = replace(HERD, strategy=strategy, app_servers=4, clients=10)
+    found = figures(replicate(spec, 1), spec.expiries, spec.ttl_s / 2)
+    assert found.events == spec.expiries and found.errors == 0
+    assert found.origin_per_expiry <= 1.5 and found.waits > 0, found
+
+
+def test_local_lock_alone_bounds_the_herd_by_the_processes() -> None:
+    """``distributed=false``: one fill per app process at most, never one per client."""
+    spec = replace(HERD, strategy="local-lock:distributed=false", app_servers=4, clients=10)
+    found = figures(replicate(spec, 1), spec.expiries, spec.ttl_s / 2)
+    assert found.events == spec.expiries and found.errors == 0
+    assert 1 <= found.herd_max <= spec.app_servers and found.waits > 0, found
+
+
 def test_herds_are_split_by_a_quiet_gap() -> None:
     calls = [(1.0, 1.1, False), (1.05, 1.2, False), (3.0, 3.1, True)]
     found = herds(calls, 0.5)

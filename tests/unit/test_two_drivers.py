@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,12 +74,28 @@ def locks_down(cache: Store, locks: Store, clock: FakeClock) -> None:
     locks.down = True
 
 
+def cache_down(cache: Store, locks: Store, clock: FakeClock) -> None:
+    """Every cache command fails (on_cache_error decides)."""
+    cache.down = True
+
+
+def read_only(cache: Store, locks: Store, clock: FakeClock) -> None:
+    """Nothing cached, and every cache write fails: a request has its value when it fails."""
+    cache.read_only = True
+
+
+def soft_expired_read_only(cache: Store, locks: Store, clock: FakeClock) -> None:
+    soft_expired(cache, locks, clock)
+    cache.read_only = True
+
+
 @dataclass(frozen=True)
 class Case:
     spec: str
     setup: Setup
     fills: int | None = None  # the origin calls every interleaving must give (None: any)
     error: str | None = None  # the one error type rows may have (None: no error rows)
+    followers: str | None = None  # local-lock: its followers' error when their leader's failed
 
 
 CASES = [
@@ -104,6 +120,28 @@ CASES = [
     Case("lock-dc:on_lock_error=closed", locks_down, fills=0, error="LockStoreDown"),
     Case("swr:on_lock_error=closed", soft_expired_locks_down, fills=0, error="LockStoreDown"),
     Case("swr:on_lock_error=open", soft_expired_locks_down),
+    # local-lock: one in-process leader, the others park on its flight (one process here)
+    Case("local-lock", cold, fills=1),
+    Case("local-lock:wake=notify", cold, fills=1),
+    Case("local-lock:distributed=false", cold, fills=1),
+    Case("local-lock:max_wait_ms=20", held_lock, fills=0, error="LockWaitTimeout",
+         followers="StrategyError"),
+    Case("local-lock:on_lock_error=closed", locks_down, fills=0, error="LockStoreDown",
+         followers="StrategyError"),
+    Case("local-lock:on_lock_error=open", locks_down, fills=1),
+    # on_cache_error: fail raises the cache's error; origin answers from the origin, once
+    Case("naive", cache_down, fills=0, error="ConnectionError"),
+    Case("naive:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
+    Case("lock-dc:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
+    Case("lease:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
+    Case("naive:on_cache_error=origin", read_only, fills=CLIENTS * ROUNDS),
+    Case("naive", read_only, error="ReadOnlyError"),
+    # the value never comes: lock-dc's waiters time out; local-lock's followers fail with
+    # their leader (as the threaded wrapper had it), who is answered
+    Case("lock-dc:on_cache_error=origin,max_wait_ms=20", read_only, error="LockWaitTimeout"),
+    Case("local-lock:on_cache_error=origin", read_only, followers="StrategyError"),
+    Case("swr:on_cache_error=origin", soft_expired_read_only),
+    Case("swr", soft_expired_read_only, error="ReadOnlyError"),
 ]
 
 
@@ -123,13 +161,30 @@ class World:
 def _row(outcome: Outcome, probe: Probe, error: str | None) -> tuple[Any, ...]:
     return (outcome.name, error, probe.version_served, probe.version_set, probe.set_ns,
             probe.lock_wait_ns, probe.stale_age_ns, probe.refresh_of_ns, probe.origin_calls,
-            probe.origin_ns)
+            probe.origin_ns, probe.fallback)
 
 
 @pytest.fixture(autouse=True)
 def fixed_draw(monkeypatch: pytest.MonkeyPatch) -> None:
     """XFetch's draw, fixed: -ln(0.5) x 5 ms = 3.5 ms ahead, past the 2 ms left (early)."""
     monkeypatch.setattr(strategies.xfetch, "draw", lambda: 0.5)
+
+
+def attempt(answer: Callable[[Probe], Outcome]) -> tuple[Any, ...]:
+    """One request's (or job's) row, a failure an error row of its type."""
+    probe = Probe()
+    try:
+        return _row(answer(probe), probe, None)
+    except Exception as exc:  # noqa: BLE001 - an error row
+        return _row(Outcome.ERROR, probe, type(exc).__name__)
+
+
+async def attempt_async(answer: Callable[[Probe], Awaitable[Outcome]]) -> tuple[Any, ...]:
+    probe = Probe()
+    try:
+        return _row(await answer(probe), probe, None)
+    except Exception as exc:  # noqa: BLE001 - an error row
+        return _row(Outcome.ERROR, probe, type(exc).__name__)
 
 
 def run_sync(case: Case, seed: int) -> World:
@@ -146,24 +201,18 @@ def run_sync(case: Case, seed: int) -> World:
             who = f"bg{next(jobs)}-{sched.who()}"
 
             def body() -> None:
-                probe = Probe()
-                rows[who, 0] = _row(job(probe), probe, None)
+                rows[who, 0] = attempt(job)
             sched.spawn(who, body)
 
     deps = Deps(scripted.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
                 scripted.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
                 scripted.SyncLoader(origin, sched), TTL_MS, background=Background(), clock=clock,
-                sleep=sched.sleep)
+                sleep=sched.sleep, park=sched.park)
     strategy = strategies.parse(case.spec).build(deps)
     for i in range(CLIENTS):
         def client(who: str = f"c{i}") -> None:
             for r in range(ROUNDS):
-                probe, error = Probe(), None
-                try:
-                    outcome = strategy.fetch(KEY, probe)
-                except Exception as exc:  # noqa: BLE001 - an error row
-                    outcome, error = Outcome.ERROR, type(exc).__name__
-                rows[who, r] = _row(outcome, probe, error)
+                rows[who, r] = attempt(lambda probe: strategy.fetch(KEY, probe))
         sched.spawn(f"c{i}", client)
     sched.run()
     return World(rows, origin.calls, log, plan.order, cache.state(), locks.state())
@@ -185,23 +234,19 @@ def run_async(case: Case, seed: int) -> World:
                 who = f"bg{next(jobs)}-{sched.who()}"
 
                 async def body() -> None:
-                    probe = Probe()
-                    rows[who, 0] = _row(await job(probe), probe, None)
+                    rows[who, 0] = await attempt_async(job)
                 sched.spawn(who, body)
 
         strategy = for_asyncio(case.spec, TTL_MS, clock=clock)
         driver = AsyncDriver(scripted.AsyncCommands(cache, sched, "cache"),
                              scripted.AsyncCommands(locks, sched, "locks"),
-                             scripted.AsyncLoader(origin, sched), Background(), sched.sleep)
+                             scripted.AsyncLoader(origin, sched), Background(), sched.sleep,
+                             sched.park)
         for i in range(CLIENTS):
             async def client(who: str = f"c{i}") -> None:
                 for r in range(ROUNDS):
-                    probe, error = Probe(), None
-                    try:
-                        outcome = await afetch(strategy, KEY, probe, driver)
-                    except Exception as exc:  # noqa: BLE001 - an error row
-                        outcome, error = Outcome.ERROR, type(exc).__name__
-                    rows[who, r] = _row(outcome, probe, error)
+                    rows[who, r] = await attempt_async(
+                        lambda probe: afetch(strategy, KEY, probe, driver))
             sched.spawn(f"c{i}", client)
         await sched.run()
 
@@ -224,7 +269,9 @@ def test_both_drivers_give_the_same_trial_and_the_defence_holds(case: Case) -> N
         if case.fills is not None:
             assert len(threaded.calls) == case.fills, (seed, threaded.rows)
         errors = {row[1] for row in threaded.rows.values()} - {None}
-        assert errors == ({case.error} if case.error else set()), threaded.rows
+        assert errors == {case.error, case.followers} - {None}, threaded.rows
         waits += sum(row[0] == "WAITED" for row in threaded.rows.values())
-    if case.spec.startswith("lock") and case.setup is cold:
+        if "distributed=false" in case.spec:  # the in-process flight alone: no lock store
+            assert not [c for c in threaded.log if c[1] == "locks"], seed
+    if case.spec.startswith(("lock", "local-lock")) and case.setup is cold:
         assert waits > 0  # the scenario made requests wait: the waiting path was compared
