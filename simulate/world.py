@@ -22,6 +22,7 @@ import simpy
 
 from simulate import bulk
 from simulate.driver import Curve, Network, Origin, Proc, SimClock, SimDriver
+from simulate.latency import Counted
 from simulate.metrics import herds
 from simulate.store import SimStore
 from strategies import registry
@@ -58,6 +59,7 @@ class Recorded:
     starts: array[float] = field(default_factory=lambda: array("d"))  # start (open loop: intended), s
     latencies: array[float] = field(default_factory=lambda: array("d"))  # seconds
     outcomes: array[int] = field(default_factory=lambda: array("b"))
+    bulk: Counted = field(default_factory=Counted)  # the hits counted in bulk (simulate.bulk)
     errors: dict[str, int] = field(default_factory=dict)
     calls: list[tuple[float, float, bool]] = field(default_factory=list)  # origin (start, end, cached)
     seconds: float = 0.0  # simulated time the run lasted
@@ -112,9 +114,11 @@ def client(env: simpy.Environment, driver: SimDriver, strategy: Any, rec: Record
     decide nothing counted in bulk up to ``chunk_s`` at a time (simulate.bulk)."""
     yield env.timeout(rng.random() * max(think_s, 0.001))  # start spread over one think time
     probe = Probe()
+    draws = (bulk.Draws(driver.net.half_s, think_s, rng.getrandbits(64), rec.bulk.enrol())
+             if chunk_s is not None else None)
     while True:
-        if chunk_s is not None:
-            next_start = bulk.hits(driver, KEY, rec, think_s, rng, chunk_s)
+        if chunk_s is not None and draws is not None:
+            next_start = bulk.hits(driver, KEY, rec.bulk, draws, chunk_s)
             if next_start > env.now:
                 yield env.timeout(next_start - env.now)
                 continue
