@@ -14,31 +14,55 @@ three simpy events and a row a hit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from simulate.driver import WALL0_NS, SimDriver
 from simulate.latency import Counted
-from strategies import registry
+from strategies import envelope, registry
 from strategies.core.cacheaside import LockCore, NaiveCore
+from strategies.core.xfetch import XFetchCore, XFetchLockCore
 
 PLAIN_HIT_CORES = (NaiveCore, LockCore)
+XFETCH_CORES = (XFetchCore, XFetchLockCore)
 SAFETY_S = 1e-6  # a hit must reach the store this long before the expiry instant
+# XFetch's window: a hit this many delta x beta before the expiry refreshes with probability
+# exp(-36) < 2.4e-16, so over a billion hits the chance that one of them would have is < 1e-6
+WINDOW_DELTAS = 36.0
+
+Lead = Callable[[bytes], float]  # the cached value -> how long before its expiry hits decide
+
+
+def lead(strategy: Any, label: str, floor_s: float = 0.0) -> Lead | None:
+    """How long before the value's expiry the hits of ``strategy`` start to decide (from then
+    on they go through the model one by one); None: every hit decides (never in bulk). XFetch's
+    window is taken for a delta of at least ``floor_s`` (the world's origin median): a wider
+    window is only slower, and the primed value's delta is real time (``XFetch.prime``
+    measures its loader), which would shift a batch's cut from one run to the next."""
+    if registry.parse(label).params.get("jitter", 0):
+        return None
+    core = getattr(strategy, "core", None)
+    if type(core) in PLAIN_HIT_CORES:
+        return lambda raw: SAFETY_S
+    if isinstance(core, XFETCH_CORES) and type(core) in XFETCH_CORES:  # isinstance: for mypy
+        window = WINDOW_DELTAS * core._beta  # the early window scales with delta x beta
+        return lambda raw: SAFETY_S + window * max(envelope.unpack(raw).delta_s, floor_s)
+    return None
 
 
 def eligible(strategy: Any, label: str) -> bool:
-    """Does every hit of ``strategy`` decide nothing (so its hits may be counted in bulk)?"""
-    jitter = registry.parse(label).params.get("jitter", 0)
-    return type(getattr(strategy, "core", None)) in PLAIN_HIT_CORES and not jitter
+    """May any hit of ``strategy`` be counted in bulk (one far enough from its expiry)?"""
+    return lead(strategy, label) is not None
 
 
-def expiry_s(driver: SimDriver, key: str) -> float | None:
-    """The simulated instant the cached value of ``key`` expires; None: not cached."""
+def horizon_s(driver: SimDriver, key: str, ahead: Lead) -> float | None:
+    """The simulated instant from which a hit of ``key`` may decide; None: not cached."""
     item = driver.cache.data.get(key)
     if item is None or item[1] is None or driver.cache.live(key) is None:
         return None
-    return float(item[1] * 1_000_000 - WALL0_NS) / 1e9
+    return float(item[1] * 1_000_000 - WALL0_NS) / 1e9 - ahead(item[0])
 
 
 class Draws:
@@ -83,14 +107,19 @@ class Draws:
         return np.concatenate(ends), np.concatenate(took), t
 
 
-def hits(driver: SimDriver, key: str, counted: Counted, draws: Draws, chunk_s: float) -> float:
-    """Count the hits a client starting now makes while the value is surely cached, at most
-    ``chunk_s`` ahead; the instant its next request starts (now: none was certain)."""
+def hits(driver: SimDriver, key: str, counted: Counted, draws: Draws, chunk_s: float,
+         ahead: Lead) -> float:
+    """Count the hits a client starting now makes while the value is surely cached and no hit
+    decides, at most ``chunk_s`` ahead; the instant its next request starts (now: none)."""
     now = driver.env.now
-    until = expiry_s(driver, key)
-    if until is None:
+    until = horizon_s(driver, key, ahead)
+    if until is None or until <= now:
+        counted.put(draws.client, _NONE, _NONE)
         return now
-    ends, took, t = draws.until(now, min(until - SAFETY_S, now + chunk_s))
+    ends, took, t = draws.until(now, min(until, now + chunk_s))
     counted.put(draws.client, ends, took)
     driver.cache.commands += int(ends.size)
     return t
+
+
+_NONE = np.empty(0)

@@ -236,8 +236,9 @@ def test_only_hits_that_decide_nothing_are_counted_in_bulk() -> None:
     env = simpy.Environment()
     clock = SimClock(env)
     store = SimStore(env, clock.wall_ms)
-    for label, plain in (("naive", True), ("lock", True), ("lock-dc", True), ("xfetch", False),
-                         ("swr", False), ("lease", False), ("naive:jitter=0.1", False)):
+    for label, plain in (("naive", True), ("lock", True), ("lock-dc", True), ("xfetch", True),
+                         ("xfetch-lock", True), ("swr", False), ("lease", False),
+                         ("naive:jitter=0.1", False), ("xfetch:jitter=0.1", False)):
         assert bulk.eligible(build(label, 300, clock, store, store, 3.0), label) is plain, label
 
 
