@@ -10,6 +10,11 @@ draws from, cumulated, cut where a hit would reach the store at the horizon), co
 latency histogram (``simulate.latency``) and wait once; its first request that could reach the
 store at or after the expiry goes through the model as usual. The same distribution, without
 three simpy events and a row a hit.
+
+XFetch and xfetch-lock (``XFetchCore``, ``XFetchLockCore`` exactly) decide on a hit only by
+their early window, whose chance falls as exp(-r / (delta x beta)) r seconds before the expiry:
+their batches stop ``WINDOW_DELTAS`` delta x beta before it (``lead``), and inside that window
+every request, its ``random()`` draw included, goes through the model.
 """
 
 from __future__ import annotations
