@@ -11,7 +11,8 @@ The scale size is issue 35's target: 1,000 app servers x 10 clients (about 980,0
 simulated second) for 10 expiries of a 30 s TTL, about 310 million requests.
 
 Prints, per strategy, the wall time, the simulated requests and their rate per wall second, the
-simulated seconds, the herd the model found and the process's peak RSS. It asserts nothing.
+simulated seconds, the origin calls per expiry and the largest herd the model found, the p50 and
+p99 latency and the process's peak RSS. It asserts nothing.
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ def timed(strategy: str, size: Size, seed: int = 1) -> str:
     return (f"[10] simulate {strategy}, {size.app_servers} app servers x {size.clients} clients, "
             f"{size.expiries} expiries of a {size.ttl_s:g} s TTL: {wall * 1000:,.1f} ms wall for "
             f"{found.requests:,} requests over {rec.seconds:.2f} simulated s "
-            f"({found.requests / wall:,.0f} requests per wall s), herd max {found.herd_max}, "
-            f"peak RSS {rss_mb:,.0f} MB")
+            f"({found.requests / wall:,.0f} requests per wall s), origin {found.origin_per_expiry:,.1f}"
+            f" per expiry, herd max {found.herd_max}, p50 {found.p50_ms:.3f} ms, p99 "
+            f"{found.p99_ms:.3f} ms, peak RSS {rss_mb:,.0f} MB")
 
 
 def run(*sizes: Size, strategies: tuple[str, ...] = STRATEGIES) -> list[str]:
