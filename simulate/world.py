@@ -194,7 +194,7 @@ def _start_app(env: simpy.Environment, spec: WorldSpec, driver: SimDriver, strat
         env.process(arrivals(env, driver, strategy, rec, spec.rate / spec.app_servers, slots, rng))
         return
     ahead = bulk.lead(strategy, spec.strategy, spec.origin_ms / 1000) if spec.bulk_hits else None
-    chunk_s = max(spec.ttl_s / 8, 10 * spec.rtt_us / 1e6)
+    chunk_s = bulk.chunk_s(spec.ttl_s, spec.rtt_us / 1e6, spec.think_ms / 1000)
     for _ in range(spec.clients):
         env.process(client(env, driver, strategy, rec, spec.think_ms / 1000,
                            random.Random(rng.random()), chunk_s, ahead))

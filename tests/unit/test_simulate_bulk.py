@@ -96,7 +96,9 @@ def test_xfetchs_early_refresh_is_decided_per_request(monkeypatch: pytest.Monkey
         counted = figures(rec, spec.expiries, spec.ttl_s / 2)
         one_by_one = run(replace(spec, bulk_hits=False), seed)
         assert rec.bulk.ended(rec.seconds).total > 0.3 * counted.requests
-        assert counted.refresh_events == one_by_one.refresh_events >= 2
+        # every expiry but the first (the primed value's delta is a real microsecond or so)
+        # refreshes early; the first may too, by chance, in either path
+        assert min(counted.refresh_events, one_by_one.refresh_events) >= spec.expiries - 1
         assert counted.origin_per_expiry == pytest.approx(one_by_one.origin_per_expiry, rel=0.3)
         monkeypatch.setattr(bulk, "WINDOW_DELTAS", 0.0)
         windowless = run(spec, seed)
