@@ -109,16 +109,16 @@ def seeded_global_random(seed: int) -> Iterator[None]:
 
 
 def client(env: simpy.Environment, driver: SimDriver, strategy: Any, rec: Recorded,
-           think_s: float, rng: random.Random, chunk_s: float | None,
-           ahead: bulk.Lead | None = None) -> Proc:
-    """A closed-loop client: ask, record, think, ask again; with ``chunk_s`` and ``ahead``, the
-    hits that decide nothing counted in bulk up to ``chunk_s`` at a time (simulate.bulk)."""
+           think_s: float, rng: random.Random, chunk_s: float,
+           ahead: bulk.Lead | None) -> Proc:
+    """A closed-loop client: ask, record, think, ask again; with ``ahead`` (simulate.bulk),
+    the hits that decide nothing counted in bulk up to ``chunk_s`` at a time."""
     yield env.timeout(rng.random() * max(think_s, 0.001))  # start spread over one think time
     probe = Probe()
     draws = (bulk.Draws(driver.net.half_s, think_s, rng.getrandbits(64), rec.bulk.enrol())
-             if chunk_s is not None and ahead is not None else None)
+             if ahead is not None else None)
     while True:
-        if chunk_s is not None and ahead is not None and draws is not None:
+        if ahead is not None and draws is not None:
             next_start = bulk.hits(driver, KEY, rec.bulk, draws, chunk_s, ahead)
             if next_start > env.now:
                 yield env.timeout(next_start - env.now)
