@@ -4,8 +4,9 @@ An event here is a herd: origin calls whose starts lie less than half a TTL apar
 knows every call, so it needs no server report; a herd whose first call began while the value
 was still cached is a refresh cycle (``per`` = refresh), one that began after it expired an
 expiry. Only the first K herds count, each whole. Latency percentiles are over every request,
-errors included. Across replications each figure is the mean of the replications' figures, its
-95 % interval the project's bootstrap (``results.figures.intervals``) over replications.
+errors included (the hits counted in bulk read from their histogram, ``simulate.latency``).
+Across replications each figure is the mean of the replications' figures, its 95 % interval
+the project's bootstrap (``results.figures.intervals``) over replications.
 """
 
 from __future__ import annotations
