@@ -68,6 +68,11 @@ class Network:
         self._half = rtt_s / 2
         self._uniform = rng.random
 
+    @property
+    def half_s(self) -> float:
+        """The nominal half round trip (``rtt_s / 2``)."""
+        return self._half
+
     def half(self) -> float:
         return self._half * (0.5 + self._uniform())
 

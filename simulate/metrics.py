@@ -4,12 +4,14 @@ An event here is a herd: origin calls whose starts lie less than half a TTL apar
 knows every call, so it needs no server report; a herd whose first call began while the value
 was still cached is a refresh cycle (``per`` = refresh), one that began after it expired an
 expiry. Only the first K herds count, each whole. Latency percentiles are over every request,
-errors included. Across replications each figure is the mean of the replications' figures, its
-95 % interval the project's bootstrap (``results.figures.intervals``) over replications.
+errors included (the hits counted in bulk read from their histogram, ``simulate.latency``).
+Across replications each figure is the mean of the replications' figures, its 95 % interval
+the project's bootstrap (``results.figures.intervals``) over replications.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from results.figures.intervals import Estimate, bootstrap, quantile
+from simulate.latency import Histogram
 from strategies.base import Outcome
 
 if TYPE_CHECKING:
@@ -78,21 +81,34 @@ def figures(rec: Recorded, expiries: int, gap_s: float) -> Figures:
     """``rec``'s figures over its first ``expiries`` herds and all its requests."""
     counted = herds(rec.calls, gap_s)[:expiries]
     sizes = [len(h.calls) for h in counted]
-    # requests that ended by the run's end (hits counted in bulk may be recorded ahead of it)
+    # requests that ended by the run's end (hits counted in bulk may be counted ahead of it)
     ended = np.asarray(rec.starts) + np.asarray(rec.latencies) <= rec.seconds
-    latencies = np.asarray(rec.latencies)[ended] * 1000
+    latencies = np.asarray(rec.latencies)[ended]
     outcomes = np.asarray(rec.outcomes)[ended]
-    p50, p99 = (np.percentile(latencies, [50, 99]) if latencies.size else (np.nan, np.nan))
+    p50, p99, requests = _percentiles(latencies, rec.bulk.ended(rec.seconds))
     return Figures(
         origin_per_expiry=sum(sizes) / len(sizes) if sizes else float("nan"),
         herd_max=max(sizes, default=0),
         peak=peak_inflight([c for h in counted for c in h.calls]),
-        rps=latencies.size / rec.seconds if rec.seconds else float("nan"),
-        p50_ms=float(p50), p99_ms=float(p99), requests=int(latencies.size),
+        rps=requests / rec.seconds if rec.seconds else float("nan"),
+        p50_ms=p50, p99_ms=p99, requests=requests,
         errors=int((outcomes == Outcome.ERROR).sum()),
         waits=int((outcomes == Outcome.WAITED).sum()),
         events=len(counted), refresh_events=sum(h.refresh for h in counted),
         herds=tuple(sizes))
+
+
+def _percentiles(rows_s: np.ndarray, counted: Histogram) -> tuple[float, float, int]:
+    """p50 and p99 (ms) and the number of requests: of the rows alone exactly; with hits
+    counted in bulk, of the rows and those hits binned together (``simulate.latency``)."""
+    if not counted.total:
+        if not rows_s.size:
+            return math.nan, math.nan, 0
+        p50, p99 = np.percentile(rows_s * 1000, [50, 99])
+        return float(p50), float(p99), int(rows_s.size)
+    counted.add(rows_s)
+    p50, p99 = counted.quantiles([0.5, 0.99])
+    return p50 * 1000, p99 * 1000, counted.total
 
 
 def over_replications(runs: Sequence[Figures]) -> dict[str, Estimate]:

@@ -22,6 +22,7 @@ import simpy
 
 from simulate import bulk
 from simulate.driver import Curve, Network, Origin, Proc, SimClock, SimDriver
+from simulate.latency import Counted
 from simulate.metrics import herds
 from simulate.store import SimStore
 from strategies import registry
@@ -58,6 +59,7 @@ class Recorded:
     starts: array[float] = field(default_factory=lambda: array("d"))  # start (open loop: intended), s
     latencies: array[float] = field(default_factory=lambda: array("d"))  # seconds
     outcomes: array[int] = field(default_factory=lambda: array("b"))
+    bulk: Counted = field(default_factory=Counted)  # the hits counted in bulk (simulate.bulk)
     errors: dict[str, int] = field(default_factory=dict)
     calls: list[tuple[float, float, bool]] = field(default_factory=list)  # origin (start, end, cached)
     seconds: float = 0.0  # simulated time the run lasted
@@ -107,14 +109,17 @@ def seeded_global_random(seed: int) -> Iterator[None]:
 
 
 def client(env: simpy.Environment, driver: SimDriver, strategy: Any, rec: Recorded,
-           think_s: float, rng: random.Random, chunk_s: float | None) -> Proc:
-    """A closed-loop client: ask, record, think, ask again; with ``chunk_s``, the hits that
-    decide nothing counted in bulk up to ``chunk_s`` at a time (simulate.bulk)."""
+           think_s: float, rng: random.Random, chunk_s: float,
+           ahead: bulk.Lead | None) -> Proc:
+    """A closed-loop client: ask, record, think, ask again; with ``ahead`` (simulate.bulk),
+    the hits that decide nothing counted in bulk up to ``chunk_s`` at a time."""
     yield env.timeout(rng.random() * max(think_s, 0.001))  # start spread over one think time
     probe = Probe()
+    draws = (bulk.Draws(driver.net.half_s, think_s, rng.getrandbits(64), rec.bulk.enrol())
+             if ahead is not None else None)
     while True:
-        if chunk_s is not None:
-            next_start = bulk.hits(driver, KEY, rec, think_s, rng, chunk_s)
+        if ahead is not None and draws is not None:
+            next_start = bulk.hits(driver, KEY, rec.bulk, draws, chunk_s, ahead)
             if next_start > env.now:
                 yield env.timeout(next_start - env.now)
                 continue
@@ -188,11 +193,11 @@ def _start_app(env: simpy.Environment, spec: WorldSpec, driver: SimDriver, strat
         slots = simpy.Resource(env, spec.clients)
         env.process(arrivals(env, driver, strategy, rec, spec.rate / spec.app_servers, slots, rng))
         return
-    chunk_s = (max(spec.ttl_s / 8, 10 * spec.rtt_us / 1e6)
-               if spec.bulk_hits and bulk.eligible(strategy, spec.strategy) else None)
+    ahead = bulk.lead(strategy, spec.strategy, spec.origin_ms / 1000) if spec.bulk_hits else None
+    chunk_s = bulk.chunk_s(spec.ttl_s, spec.rtt_us / 1e6, spec.think_ms / 1000)
     for _ in range(spec.clients):
         env.process(client(env, driver, strategy, rec, spec.think_ms / 1000,
-                           random.Random(rng.random()), chunk_s))
+                           random.Random(rng.random()), chunk_s, ahead))
 
 
 def _run_until_herds(env: simpy.Environment, spec: WorldSpec, origin: Origin) -> None:

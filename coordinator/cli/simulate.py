@@ -84,8 +84,9 @@ def typed_elsewhere(ctx: click.Context) -> set[str]:
 @click.option("--replications", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="Seeded replications per strategy (intervals need 8 or more).")
 @click.option("--bulk-hits/--no-bulk-hits", default=True, show_default=True,
-              help="Closed loop: count the hits of naive, lock and lock-dc in bulk between "
-                   "expiries (the same distribution, about ten times faster).")
+              help="Closed loop: count the hits that decide nothing in bulk (naive, lock and "
+                   "lock-dc between expiries, xfetch before its early window: the same "
+                   "distribution, far faster).")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True,
               help="First replication's seed.")
 @click.option("--from", "from_run", type=click.Path(path_type=Path, file_okay=False),

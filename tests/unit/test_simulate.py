@@ -97,10 +97,10 @@ def test_the_model_runs_the_registered_strategy_classes(monkeypatch: pytest.Monk
 
 def test_a_seed_gives_one_run_and_another_seed_another() -> None:
     spec = replace(HERD, strategy="xfetch", app_servers=2, clients=10)
-    first, again, other = replicate(spec, 7), replicate(spec, 7), replicate(spec, 8)
-    assert first.latencies == again.latencies and first.calls == again.calls
-    assert first.outcomes == again.outcomes
-    assert first.latencies != other.latencies
+    first, again, other = (figures(replicate(spec, seed), spec.expiries, spec.ttl_s / 2)
+                           for seed in (7, 7, 8))
+    assert first == again and first.herds == again.herds
+    assert first != other
 
 
 @pytest.mark.parametrize("strategy", ["swr", "lease", "xfetch-lock", "lock-dc:wake=notify"])
@@ -265,8 +265,9 @@ def test_only_hits_that_decide_nothing_are_counted_in_bulk() -> None:
     env = simpy.Environment()
     clock = SimClock(env)
     store = SimStore(env, clock.wall_ms)
-    for label, plain in (("naive", True), ("lock", True), ("lock-dc", True), ("xfetch", False),
-                         ("swr", False), ("lease", False), ("naive:jitter=0.1", False)):
+    for label, plain in (("naive", True), ("lock", True), ("lock-dc", True), ("xfetch", True),
+                         ("xfetch-lock", True), ("swr", False), ("lease", False),
+                         ("naive:jitter=0.1", False), ("xfetch:jitter=0.1", False)):
         assert bulk.eligible(build(label, 300, clock, store, store, 3.0), label) is plain, label
 
 
