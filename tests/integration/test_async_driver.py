@@ -97,4 +97,4 @@ def test_a_cache_that_refuses_is_answered_by_the_origin_under_origin(
 
 def test_a_strategy_not_ported_is_refused_by_name() -> None:
     with pytest.raises(strategies.InvalidStrategy, match="not ported"):
-        for_asyncio("two-level", 60_000)
+        for_asyncio("dogpile", 60_000)  # a library adapter: no core

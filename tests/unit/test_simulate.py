@@ -150,7 +150,7 @@ def test_the_simulated_table_says_simulated(capsys: pytest.CaptureFixture[str]) 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--app-servers", "0"], "'--app-servers'"),
-    (["--strategies", "two-level"], "not modelled"),
+    (["--strategies", "dogpile"], "not modelled"),  # a library adapter: no core
     (["--strategies", "nonesuch"], "'--strategies'"),
     (["--ttl", "-1"], "'--ttl'"),
     (["--from", "/nonexistent-run"], "'--from'"),
