@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import strategies
-from strategies import Deps
+from strategies import Deps, Outcome, Probe
 from strategies.core.twolevel import CHANNEL
 from strategies.drivers.aio import AsyncDriver, afetch, for_asyncio
 from strategies.version import stamp
@@ -165,3 +165,26 @@ def test_an_invalidation_between_requests_drops_the_local_copy(spec: str) -> Non
                 served_old_locally += 1
     assert served_old_locally > 0  # there were local copies to drop ...
     assert served_new_after > 0  # ... and requests after the invalidation
+
+
+def test_a_threaded_local_or_cache_hit_starts_no_generator(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The threaded fetch calls the core's plain functions inline (item 5: the hit path)."""
+    from unittest import mock
+
+    from strategies.core.twolevel import TwoLevelCore
+    from strategies.drivers.sync import SyncDriver
+
+    def no_generator(*_: object) -> None:
+        raise AssertionError("a hit started a generator")
+
+    monkeypatch.setattr(SyncDriver, "run", no_generator)
+    monkeypatch.setattr(TwoLevelCore, "steps", no_generator)
+    cache = mock.Mock()
+    cache.get.return_value = stamp(3, b"value")
+    clock = FakeClock()
+    strategy = strategies.parse("two-level").build(
+        Deps(cache, mock.MagicMock(), mock.Mock(), TTL_MS, clock=clock, listen=False))
+    first, second = Probe(), Probe()
+    assert strategy.fetch(KEY, first) is Outcome.HIT and strategy.fetch(KEY, second) is Outcome.HIT
+    assert (first.local_hit, second.local_hit) == (0, 1) and second.version_served == 3
+    assert cache.get.call_count == 1
