@@ -35,6 +35,7 @@ from results.store import transport
 from results.store.schema import APP_OP, REFRESH_OP, WRITE_OP
 from strategies import Outcome, Probe
 from strategies.base import CacheServer, Servers, error_text
+from strategies.drivers import aio_listen
 from strategies.drivers.aio import AsyncDriver, AsyncJob, RedisAsyncCommands, for_asyncio
 from strategies.params import ExpiryGrid
 from worker.build import loop_context
@@ -161,6 +162,8 @@ class AsyncAppTrial:
                                                                   trial.clock_offset_ns, ep.ttl_ms))
             driver = AsyncDriver(cache, locks, loader, self._background)
             self._fetch.append(_bound(driver, ported))
+            for listener in await aio_listen.start_all([ported], cache_url):  # two-level's
+                self._closers.append(listener.close)
 
     async def serve(self, key: str, record: bool = True) -> Answer:
         """Answer one request for ``key`` (as app.trial.AppTrial.serve): an origin call it made

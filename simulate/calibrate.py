@@ -104,7 +104,9 @@ def _topology(run_dir: Path, rtt_us: float) -> dict[str, Any]:
     if not trials:
         return {}
     workers, clients = int(trials[0]["workers"]), int(trials[0]["clients"])
-    cycles_ms = [1000 * int(t["clients"]) / float(t["rps"]) for t in trials]
+    # two-level's local hits make its rate no measure of a client's cycle on the cache
+    cached = [t for t in trials if not t.get("local_hits")] or trials
+    cycles_ms = [1000 * int(t["clients"]) / float(t["rps"]) for t in cached]
     return {"app_servers": workers, "clients": max(1, round(clients / workers)),
             "ttl_s": float(trials[0]["ttl_s"]),
             "think_ms": max(0.0, statistics.median(cycles_ms) - rtt_us / 1000)}

@@ -21,6 +21,7 @@ from strategies.core.flight import RELEASE
 from strategies.core.lease import GET_OR_LEASE, INVALIDATE, SET_WITH_LEASE
 
 Script = Callable[[list[str], list[Arg]], Any]
+Heard = Callable[[Any], None]
 
 
 class NotModelled(RuntimeError):
@@ -29,7 +30,8 @@ class NotModelled(RuntimeError):
 
 class SimStore:
     """Strings with PX / PXAT expiry (wall milliseconds of the simulated clock), lists, and
-    BLPOP waiters woken by a push."""
+    BLPOP waiters woken by a push, and pub/sub: a publish reaches each subscribed app process
+    after its half round trip (two-level's invalidations)."""
 
     def __init__(self, env: simpy.Environment, wall_ms: Callable[[], int]) -> None:
         self.env = env
@@ -37,6 +39,19 @@ class SimStore:
         self.data: dict[str, tuple[Any, int | None]] = {}  # key -> (value, expiry wall ms)
         self._waiters: dict[str, deque[simpy.Event]] = {}
         self.commands = 0  # every command applied: the model's own cost counter
+        self._subscribers: dict[str, list[tuple[Heard, Callable[[], float]]]] = {}
+
+    def subscribe(self, channel: str, heard: Heard, delay: Callable[[], float]) -> None:
+        """An app process's listener on ``channel``: each publish reaches ``heard`` ``delay()``
+        seconds later (its half round trip back from the server)."""
+        self._subscribers.setdefault(channel, []).append((heard, delay))
+
+    def publish(self, channel: str, data: Arg) -> int:
+        """``PUBLISH``: delivered to every subscriber after its own delay; their count."""
+        subscribers = self._subscribers.get(channel, [])
+        for heard, delay in subscribers:
+            self.env.timeout(delay()).callbacks.append(_deliver(heard, data))
+        return len(subscribers)
 
     def live(self, key: str) -> Any:
         """The key's value, or None once its expiry has passed (expired lazily, as Redis)."""
@@ -131,7 +146,7 @@ class SimStore:
         if name == "SET":
             return self._set_command(key, args)
         if name == "PUBLISH":
-            return 0
+            return self.publish(key, args[0])
         raise NotModelled(f"the simulated store has no command {name!r}")
 
     def _set_command(self, key: str, args: list[Arg]) -> bool:
@@ -173,3 +188,12 @@ class SimStore:
             self.set(keys[2], bytes(stale), px=int(ttl_ms) + int(stale_ms))  # type: ignore[arg-type]
         self.delete(keys[1])
         return 1
+
+
+def _deliver(heard: Heard, data: Arg) -> Callable[[simpy.Event], None]:
+    """A publish's arrival at one subscriber, as a simpy callback."""
+
+    def arrive(_: simpy.Event) -> None:
+        heard(data)
+
+    return arrive

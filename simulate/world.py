@@ -89,7 +89,7 @@ def build(spec: str, ttl_ms: int, clock: SimClock, cache: SimStore, locks: SimSt
     them at once); refused when its logic is not in ``strategies.core``."""
     stores: Any = (cache, locks)  # SimStore has the commands the cores and priming use
     strategy = registry.parse(spec).build(Deps(stores[0], stores[1], PrimeLoader(origin_ms),
-                                               ttl_ms, clock=clock))
+                                               ttl_ms, clock=clock, listen=False))
     if not getattr(strategy, "sans_io", False):
         raise registry.InvalidStrategy(f"strategy {spec!r} is not ported to strategies.core: "
                                        "the model cannot run it yet")
@@ -181,6 +181,7 @@ def _run(spec: WorldSpec, rng: random.Random) -> Recorded:
             strategy.prime(KEY, stamp(0, b"value"), clock.wall_ms() + ttl_ms)
         driver = SimDriver(env, (cache, locks), origin,
                            Network(spec.rtt_us / 1e6, random.Random(rng.random())), app)
+        driver.listen(strategy)
         _start_app(env, spec, driver, strategy, rec, random.Random(rng.random()))
     _run_until_herds(env, spec, origin)
     rec.seconds, rec.commands = env.now, cache.commands + locks.commands

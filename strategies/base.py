@@ -161,6 +161,10 @@ class Deps:
     # How their threaded driver parks a request until a condition holds (local-lock's flight
     # ended) or a timeout; None: on a threading.Event. A scripted scheduler's in tests.
     park: Callable[[Callable[[], bool], float], None] | None = None
+    # A core that subscribes to a channel (two-level's invalidations): True, the threaded
+    # driver's listener thread (strategies.drivers.listen) starts with the strategy; False,
+    # whoever runs it listens (the asyncio driver's task, the simulator's store).
+    listen: bool = True
 
 
 class Strategy(Protocol):

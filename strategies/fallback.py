@@ -44,7 +44,7 @@ __all__ = ["CacheFallback", "PortedFallback", "answered", "build", "cache_failed
 
 class CacheFallback:
     """A Strategy that answers from the origin when the one it wraps meets a failing cache: the
-    threaded wrapper, for strategies whose logic is not a core (two-level, the adapters)."""
+    threaded wrapper, for strategies whose logic is not a core (the adapters)."""
 
     name: ClassVar[str] = "on_cache_error=origin"  # the wrapped strategy keeps its own name
 

@@ -22,6 +22,7 @@ import redis.exceptions as rex
 
 from strategies.base import Probe
 from strategies.commands import Arg, Command
+from strategies.core.effects import subscriber
 from strategies.core.flight import RELEASE
 from strategies.core.lease import GET_OR_LEASE, INVALIDATE, SET_WITH_LEASE
 from strategies.version import stamp
@@ -94,6 +95,7 @@ class Store:
         self.log = log
         self.down = False  # every command fails as a refused connection does
         self.read_only = False  # every write fails as a replica's (or a full server's) does
+        self.subscribers: list[Callable[[Any], None]] = []  # PUBLISH reaches them at once
 
     def _live(self, key: str) -> Any:
         item = self.data.get(key)
@@ -156,8 +158,13 @@ class Store:
             if key in self.data:
                 self.data[key] = (self.data[key][0], self.clock.wall_ms() + int(args[0]))
             return 1
+        if name == "SET":  # set_command's: SET key value [PX ms | PXAT ms] (two-level's fill)
+            opts = dict(zip(args[1::2], args[2::2], strict=True))
+            return self.set(key, bytes(args[0]), px=opts.get("PX"), pxat=opts.get("PXAT"))  # type: ignore[arg-type]
         if name == "PUBLISH":
-            return 0
+            for heard in self.subscribers:
+                heard(args[0])
+            return len(self.subscribers)
         if name == "DEL":
             return self.delete(key)
         raise AssertionError(f"the scripted store has no {name!r}")
@@ -197,6 +204,13 @@ class Store:
                 value = "<token>"
             out[key] = (value if not isinstance(value, list) else tuple(value), at)
         return out
+
+
+def subscribe(store: Store, strategy: Any) -> None:
+    """The listener of a strategy whose core subscribes (two-level): the store's PUBLISH."""
+    core = subscriber(getattr(strategy, "core", None))
+    if core is not None:
+        store.subscribers.append(core.heard)
 
 
 class Origin:

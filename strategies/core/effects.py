@@ -18,7 +18,7 @@ redis.asyncio raises too), so the logic's own ``try`` decides what a failure mea
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from strategies.base import Outcome, Probe
 from strategies.commands import Arg, Command
@@ -138,3 +138,26 @@ class Submit(NamedTuple):
 
     key: str
     job: JobSteps
+
+
+class Subscriber(Protocol):
+    """A core that hears a pub/sub channel of the cache (two-level's invalidations): not an
+    effect but a standing subscription, so its listener is the driver's (a thread, a task, the
+    simulated store's delivery), started with the strategy and closed with it."""
+
+    channel: str
+
+    def heard(self, data: bytes | str) -> None:
+        """One message on ``channel``."""
+
+    def outage(self) -> None:
+        """The subscription was lost (the cache failed): messages may have been missed."""
+
+
+def subscriber(core: Any) -> Subscriber | None:
+    """``core`` (or the core a wrapper holds as ``inner``) if it subscribes to a channel."""
+    while core is not None:
+        if isinstance(getattr(core, "channel", None), str):
+            return core  # type: ignore[no-any-return]
+        core = getattr(core, "inner", None)
+    return None

@@ -3,10 +3,19 @@
 The local layer is plain state of the core, shared by the process's requests: a hit on it is
 a plain function (``local_hit``), a read from the cache stores a local copy only if no
 invalidation arrived while it was in flight (the ``generation`` read before the GET), and the
-fill publishes the key so that every process drops its copy. Who hears the publishes is not
-logic: the threaded strategy runs a listener thread (``strategies.twolevel.Invalidations``)
-that calls ``invalidate`` and ``outage``; the asyncio driver has no listener yet, which is why
-two-level is still threaded only (``sans_io = False``).
+fill publishes the key so that every process drops its copy. Its local TTL is on the core's
+clock (``Deps.clock``: the system's, a scripted one, simulated time).
+
+Who hears the publishes is the driver's business, not the logic's: the core is a subscriber
+(``strategies.core.effects.Subscriber``): it names its ``channel``, and a message on it goes to
+``heard`` (drop the local copy), a lost subscription to ``outage``. The threaded driver listens
+on a thread (``strategies.drivers.listen``), the asyncio driver on a task
+(``strategies.drivers.aio_listen``), the simulator's store delivers each publish to the
+subscribed app processes half a round trip later (``simulate.store``).
+
+A request does not start with a GET (the local copy comes first), so the core is one generator
+(``steps``, as lease's) for the asyncio driver and the simulator; the threaded strategy calls
+the same functions inline, so a local or a cache hit starts no generator there.
 """
 
 from __future__ import annotations
@@ -24,11 +33,28 @@ from strategies.params import LockParams, Ttl
 CHANNEL = "stampede:invalidate"
 
 
-class TwoLevelCore(LockCore):
-    """lock-dc's logic behind the local layer; its fill also publishes the key."""
+class PublishingLockCore(LockCore):
+    """lock-dc whose fill also publishes the key (every process drops its local copy)."""
+
+    def fill(self, key: str, probe: Probe) -> Generator[Any, Any, None]:
+        value = yield Load(key)
+        version.served(probe, value)
+        sent = self.clock.wall_ns()
+        expiry = self.ttl.draw(sent // 1_000_000)
+        yield Pipeline(CACHE, (set_command(key, value, px=expiry.px, pxat=expiry.pxat),
+                               ("PUBLISH", CHANNEL, key)))
+        version.stored(probe, value, sent)
+
+
+class TwoLevelCore:
+    """The local layer in front of ``PublishingLockCore`` (``remote``); no ``hit`` of its
+    own: the drivers run ``steps`` whole."""
+
+    channel: str = CHANNEL
 
     def __init__(self, ttl: Ttl, clock: Clock, params: LockParams, local_ttl_ms: float) -> None:
-        super().__init__(ttl, clock, params, double_check=True)
+        self.remote = PublishingLockCore(ttl, clock, params, double_check=True)
+        self.clock = clock
         self._local_ttl_ns = int(local_ttl_ms * 1e6)
         self.local: dict[str, tuple[int, bytes]] = {}  # key -> (expiry on clock.now_ns, value)
         self.generation = 0  # bumped by every invalidation: a racing read stores no copy
@@ -54,9 +80,13 @@ class TwoLevelCore(LockCore):
         return HIT
 
     def invalidate(self, key: str) -> None:
-        """Someone rewrote ``key``: drop the local copy (the listener's call)."""
+        """Someone rewrote ``key``: drop the local copy."""
         self.generation += 1
         self.local.pop(key, None)
+
+    def heard(self, data: bytes | str) -> None:
+        """A message on ``channel`` (a rewritten key), as the driver's listener received it."""
+        self.invalidate(data.decode() if isinstance(data, bytes) else data)
 
     def outage(self) -> None:
         """The listener lost the channel: invalidations may be missed, so no read racing
@@ -72,14 +102,15 @@ class TwoLevelCore(LockCore):
         raw = yield Get(CACHE, key)
         outcome = self.remote_hit(key, raw, generation, probe)
         if outcome is None:
-            outcome = yield from self.miss(key, raw, probe)
+            outcome = yield from self.remote.miss(key, raw, probe)
         return outcome
 
+    # lock-dc's parts, for the threaded strategy (strategies.lock.Lock runs them)
+    def fill_or_wait(self, key: str, probe: Probe) -> Generator[Any, Any, Outcome]:
+        return (yield from self.remote.fill_or_wait(key, probe))
+
+    def present(self, key: str, probe: Probe) -> Generator[Any, Any, bool]:
+        return (yield from self.remote.present(key, probe))
+
     def fill(self, key: str, probe: Probe) -> Generator[Any, Any, None]:
-        value = yield Load(key)
-        version.served(probe, value)
-        sent = self.clock.wall_ns()
-        expiry = self.ttl.draw(sent // 1_000_000)
-        yield Pipeline(CACHE, (set_command(key, value, px=expiry.px, pxat=expiry.pxat),
-                               ("PUBLISH", CHANNEL, key)))
-        version.stored(probe, value, sent)
+        yield from self.remote.fill(key, probe)

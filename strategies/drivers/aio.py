@@ -265,8 +265,8 @@ def for_asyncio(spec: str | registry.StrategySpec, ttl_ms: int,
     if not getattr(registry.strategy_class(parsed.name), "sans_io", False):
         raise refused  # not built: a threaded strategy may use its commands while it is built
     unused: Any = _ThreadedPathUnused()
-    strategy = parsed.build(Deps(unused, unused, unused, ttl_ms,
-                                 expiry_grid=expiry_grid, clock=clock))
+    strategy = parsed.build(Deps(unused, unused, unused, ttl_ms, expiry_grid=expiry_grid,
+                                 clock=clock, listen=False))  # its runner listens (aio_listen)
     if not getattr(strategy, "sans_io", False):
         raise refused
     return strategy

@@ -160,7 +160,7 @@ class Driven:
     driver: SyncDriver
     _deps: Deps
     # The whole request is the core's (so the asyncio driver may run it); a subclass with a
-    # threaded layer of its own in front (two-level's local cache and listener) says False.
+    # threaded layer of its own in front, not in its core, says False.
     sans_io: ClassVar[bool] = True
 
     def fetch(self, key: str, probe: Probe) -> Outcome:

@@ -33,7 +33,7 @@ async def _herd(spec: str, cache_url: str, lock_url: str) -> tuple[list[Outcome]
 
 
 @pytest.mark.parametrize("spec", ["lock-dc", "lock-dc:wake=notify", "xfetch-lock", "swr", "lease",
-                                  "local-lock", "local-lock:wake=notify"])
+                                  "local-lock", "local-lock:wake=notify", "two-level"])
 def test_a_herd_on_own_connections_fills_once(spec: str, cache: redis.Redis, locks: redis.Redis,
                                               redis_server: Callable[[str], str]) -> None:
     outcomes, calls = asyncio.run(_herd(spec, redis_server("cache"), redis_server("lock-store")))

@@ -87,14 +87,16 @@ def _drive(url: str, clients: int, until_ns: int) -> list[urllib3.BaseHTTPRespon
 
 
 @pytest.mark.parametrize(("strategy", "params"), [("naive", None),
-                                                  ("local-lock", {"distributed": False})])
+                                                  ("local-lock", {"distributed": False}),
+                                                  ("two-level", None)])
 def test_every_origin_call_is_an_app_row_and_postgres_agrees(tier: AppTier, services: Services,
                                                              cache: redis.Redis, strategy: str,
                                                              params: dict[str, object] | None,
                                                              ) -> None:
     """``cache``: flushed first, so that the trial fills (a value another test left under
     ``orders:0`` made every request a hit). local-lock runs on either kind (its core: the
-    asgi kind's asyncio driver parks its followers on an asyncio.Event)."""
+    asgi kind's asyncio driver parks its followers on an asyncio.Event); so does two-level (its
+    listener: a thread per WSGI process, an asyncio task per ASGI one)."""
     trial = _spec(tier, strategy, 1.5, f"apptier-{strategy}", params)
     spec = AppTrialSpec(trial, tier.senders(workers=1), threads=THREADS)
     tier.publish(spec)

@@ -172,3 +172,44 @@ def test_only_the_cache_failing_is_a_cache_failure() -> None:
     assert not cache_failed(rex.MaxConnectionsError("Too many connections"))  # our pool's size
     assert not cache_failed(rex.ResponseError("WRONGTYPE"))  # our bug
     assert not cache_failed(LockStoreDown("lock store"))
+
+
+def test_two_levels_asyncio_listener_subscribes_again_after_a_restart(
+        cache: redis.Redis, mortal: tuple[ManagedProcess, str]) -> None:
+    """strategies.drivers.aio_listen as the threaded listener above: the cache killed, the
+    task sees it (``down``, the core's ``outage``), subscribes again once it is back, and a
+    publish after the restart drops the local copy."""
+    import asyncio
+
+    from strategies.drivers import aio_listen
+    from strategies.drivers.aio import for_asyncio
+
+    proc, url = mortal
+    strategy = for_asyncio("two-level:local_ttl_ms=60000", 60_000)
+    core = strategy.core
+
+    async def until(ready: Callable[[], bool], what: str, timeout_s: float = 5.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not ready():
+            assert time.monotonic() < deadline, f"not {what} after {timeout_s} s"
+            await asyncio.sleep(0.02)
+
+    async def scenario() -> None:
+        (listener,) = await aio_listen.start_all([strategy], url)
+        try:
+            generation = core.generation
+            await asyncio.to_thread(kill, proc)
+            await until(lambda: listener.down is not None, "seeing the cache gone")
+            assert core.generation > generation  # outage: a racing read stores no copy
+            await asyncio.to_thread(proc.restart)
+            await until(lambda: listener.down is None, "subscribed again")
+            core.local["orders:0"] = (core.clock.now_ns() + 10**12, stamp(1, b"v"))
+            publisher = redis.Redis.from_url(url)
+            await until(lambda: _answers(publisher), "the cache answers")
+            publisher.publish(CHANNEL, "orders:0")
+            publisher.close()
+            await until(lambda: "orders:0" not in core.local, "invalidated after the restart", 2)
+        finally:
+            await aio_listen.close_all([listener])
+
+    asyncio.run(scenario())

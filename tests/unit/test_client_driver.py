@@ -20,8 +20,8 @@ SVC = "http://127.0.0.1:1/items/{key}"
 CASES = [
     (["--client-driver", "fibers"],
      "Invalid value for '--client-driver': 'fibers' is not one of 'threads', 'asyncio'"),
-    (["--client-driver", "asyncio", "--strategies", "naive,local-lock,two-level"],
-     "--client-driver: asyncio cannot run two-level: strategy 'two-level' is not ported to "
+    (["--client-driver", "asyncio", "--strategies", "naive,local-lock,two-level,dogpile"],
+     "--client-driver: asyncio cannot run dogpile: strategy 'dogpile' is not ported to "
      "strategies.core"),
     (["--client-driver", "asyncio", "--invalidate-rate", "2"], "asyncio has no origin writer"),
     (["--client-driver", "asyncio", "--app-servers", "2"], "with --app-servers the clients are"),
@@ -44,9 +44,9 @@ def test_bad_driver_options_are_one_line_and_exit_2(args: list[str], says: str,
 def test_the_environment_gives_the_driver(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STAMPEDE_CLIENT_DRIVER", "asyncio")
-    code, err = run_cli(["launch", "--strategies", "two-level", "--out", str(tmp_path / "r")],
+    code, err = run_cli(["launch", "--strategies", "dogpile", "--out", str(tmp_path / "r")],
                         capsys)
-    assert_bad_input(code, err, "asyncio cannot run two-level")
+    assert_bad_input(code, err, "asyncio cannot run dogpile")
 
 
 def _json(**changes: Any) -> dict[str, Any]:
@@ -58,7 +58,8 @@ def test_the_task_reads_the_driver_and_defaults_to_threads() -> None:
     assert TrialSpec.from_json(spec).client_driver == "threads"
     del spec["client_driver"]  # a coordinator from before the option
     assert TrialSpec.from_json(spec).client_driver == "threads"
-    for name in ("naive", "lock", "lock-dc", "xfetch", "swr", "lease", "local-lock"):
+    for name in ("naive", "lock", "lock-dc", "xfetch", "swr", "lease", "local-lock",
+                 "two-level"):
         assert TrialSpec.from_json(_json(client_driver="asyncio", strategy=name)).client_driver \
             == "asyncio"
 
@@ -67,8 +68,8 @@ def test_the_task_reads_the_driver_and_defaults_to_threads() -> None:
     ({"client_driver": "fibers"}, "client_driver 'fibers' is not one of threads|asyncio"),
     ({"client_driver": 1}, "client_driver must be str, got int"),
     ({"client_driver": None}, "client_driver must be str, got NoneType"),
-    ({"client_driver": "asyncio", "strategy": "two-level"},
-     "client_driver asyncio: strategy 'two-level' is not ported"),
+    ({"client_driver": "asyncio", "strategy": "dogpile"},
+     "client_driver asyncio: strategy 'dogpile' is not ported"),
     ({"client_driver": "asyncio", "workload": {**_json()["workload"]} or None}, None),
 ], ids=["unknown", "int", "null", "not-ported", "ok"])
 def test_the_task_refuses_what_the_driver_cannot_run(changes: dict[str, Any],

@@ -150,7 +150,7 @@ def test_the_simulated_table_says_simulated(capsys: pytest.CaptureFixture[str]) 
 
 @pytest.mark.parametrize(("args", "says"), [
     (["--app-servers", "0"], "'--app-servers'"),
-    (["--strategies", "two-level"], "not modelled"),
+    (["--strategies", "dogpile"], "not modelled"),  # a library adapter: no core
     (["--strategies", "nonesuch"], "'--strategies'"),
     (["--ttl", "-1"], "'--ttl'"),
     (["--from", "/nonexistent-run"], "'--from'"),
@@ -188,6 +188,11 @@ def test_local_hits_are_not_the_cache_round_trip(tmp_path: Path) -> None:
         "origin_ns": [0] * 8 + [5_000_000], "local_hit": [0] * 3 + [1] * 5 + [0]}),
         part / "part-0.parquet")
     assert calibrate.from_run(tmp_path, HERD).rtt_us == 400.0
+    # nor is its trial's rate a client's cycle on the cache (300k/s of local hits)
+    pq.write_table(pa.table({"workers": [2, 2], "clients": [20, 20], "rps": [10_000.0, 300_000.0],
+                             "ttl_s": [0.5, 0.5], "local_hits": [0, 1_000_000]}),
+                   tmp_path / "trials.parquet")
+    assert calibrate.from_run(tmp_path, HERD).think_ms == pytest.approx(2.0 - 0.4)
 
 
 def test_benchmark_10_at_tiny_size_prints_its_figures(capsys: pytest.CaptureFixture[str]) -> None:

@@ -138,7 +138,8 @@ def test_validate_refuses_a_simulated_run(simulated: tuple[Path, list[str]],
 def test_a_measured_strategy_the_model_cannot_run_is_listed_as_not_modelled() -> None:
     assert validate.modelled("lock-dc") and validate.modelled("xfetch:beta=1")
     assert validate.modelled("local-lock:distributed=false")
-    assert not validate.modelled("two-level")
+    assert validate.modelled("two-level") and validate.modelled("two-level:on_cache_error=origin")
+    assert not validate.modelled("dogpile")
 
 
 def test_rerun_of_a_simulated_run_refuses_the_options_it_cannot_apply(

@@ -79,6 +79,11 @@ def cache_down(cache: Store, locks: Store, clock: FakeClock) -> None:
     cache.down = True
 
 
+def warm(cache: Store, locks: Store, clock: FakeClock) -> None:
+    """The value is cached (two-level: its local copies come from reading it)."""
+    cache.set(KEY, stamp(0, b"old"), px=TTL_MS)
+
+
 def read_only(cache: Store, locks: Store, clock: FakeClock) -> None:
     """Nothing cached, and every cache write fails: a request has its value when it fails."""
     cache.read_only = True
@@ -142,6 +147,13 @@ CASES = [
     Case("local-lock:on_cache_error=origin", read_only, followers="StrategyError"),
     Case("swr:on_cache_error=origin", soft_expired_read_only),
     Case("swr", soft_expired_read_only, error="ReadOnlyError"),
+    # two-level: lock-dc behind a local copy; its fill's PUBLISH reaches the process's core
+    # (Store.subscribers); invalidations and the local TTL: tests/unit/test_two_level_drivers.py
+    Case("two-level", cold, fills=1),
+    Case("two-level", warm, fills=0),
+    Case("two-level:local_ttl_ms=0.05", warm, fills=0),
+    Case("two-level:max_wait_ms=20", held_lock, fills=0, error="LockWaitTimeout"),
+    Case("two-level:on_cache_error=origin", cache_down, fills=CLIENTS * ROUNDS),
 ]
 
 
@@ -161,7 +173,7 @@ class World:
 def _row(outcome: Outcome, probe: Probe, error: str | None) -> tuple[Any, ...]:
     return (outcome.name, error, probe.version_served, probe.version_set, probe.set_ns,
             probe.lock_wait_ns, probe.stale_age_ns, probe.refresh_of_ns, probe.origin_calls,
-            probe.origin_ns, probe.fallback)
+            probe.origin_ns, probe.fallback, probe.local_hit)
 
 
 @pytest.fixture(autouse=True)
@@ -207,8 +219,9 @@ def run_sync(case: Case, seed: int) -> World:
     deps = Deps(scripted.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
                 scripted.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
                 scripted.SyncLoader(origin, sched), TTL_MS, background=Background(), clock=clock,
-                sleep=sched.sleep, park=sched.park)
+                sleep=sched.sleep, park=sched.park, listen=False)
     strategy = strategies.parse(case.spec).build(deps)
+    scripted.subscribe(cache, strategy)
     for i in range(CLIENTS):
         def client(who: str = f"c{i}") -> None:
             for r in range(ROUNDS):
@@ -238,6 +251,7 @@ def run_async(case: Case, seed: int) -> World:
                 sched.spawn(who, body)
 
         strategy = for_asyncio(case.spec, TTL_MS, clock=clock)
+        scripted.subscribe(cache, strategy)
         driver = AsyncDriver(scripted.AsyncCommands(cache, sched, "cache"),
                              scripted.AsyncCommands(locks, sched, "locks"),
                              scripted.AsyncLoader(origin, sched), Background(), sched.sleep,
@@ -273,5 +287,5 @@ def test_both_drivers_give_the_same_trial_and_the_defence_holds(case: Case) -> N
         waits += sum(row[0] == "WAITED" for row in threaded.rows.values())
         if "distributed=false" in case.spec:  # the in-process flight alone: no lock store
             assert not [c for c in threaded.log if c[1] == "locks"], seed
-    if case.spec.startswith(("lock", "local-lock")) and case.setup is cold:
+    if case.spec.startswith(("lock", "local-lock", "two-level")) and case.setup is cold:
         assert waits > 0  # the scenario made requests wait: the waiting path was compared

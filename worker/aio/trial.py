@@ -32,6 +32,7 @@ from model.origins import origin_pool
 from model.services import Services
 from model.wire import TrialSpec
 from strategies import Probe, close_strategy
+from strategies.drivers import aio_listen
 from worker import heartbeat, metrics
 from worker.aio.clients import (
     Client,
@@ -143,8 +144,10 @@ async def _run_clients(spec: TrialSpec, built: AsyncBuilt, cache_url: str, lock_
         log.warning("asyncio driver: %d clients, open-file limit %d: lock-store connections "
                     "open at first use", spec.clients, fd_limit)
     tasks: list[asyncio.Task[None]] = []
+    listeners: list[aio_listen.AsyncInvalidations] = []
     try:
         await _connect(clients, locks_too)
+        listeners = await aio_listen.start_all(built.strategies, cache_url)  # two-level's
         for client in clients:
             probe = Probe()
             send = arequester(ctx, client.rec, probe, client, built.strategies, loaders)
@@ -165,6 +168,7 @@ async def _run_clients(spec: TrialSpec, built: AsyncBuilt, cache_url: str, lock_
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in clients))
         executor.shutdown(wait=True)
+        await aio_listen.close_all(listeners)
     return target, load
 
 
