@@ -21,7 +21,7 @@ from strategies import Deps, Outcome, Probe, envelope
 from strategies.base import Job
 from strategies.drivers.aio import AsyncDriver, AsyncJob, afetch, for_asyncio
 from strategies.version import stamp
-from tests import scripted
+from tests import scripted, scripted_io
 from tests.scripted import FakeClock, Interleaving, Origin, Store
 
 KEY = "k"
@@ -202,7 +202,7 @@ async def attempt_async(answer: Callable[[Probe], Awaitable[Outcome]]) -> tuple[
 def run_sync(case: Case, seed: int) -> World:
     clock, log = FakeClock(), list[tuple[str, ...]]()
     plan = Interleaving(clock, seed)
-    sched = scripted.ThreadScheduler(plan)
+    sched = scripted_io.ThreadScheduler(plan)
     cache, locks, origin = Store(clock, log), Store(clock, log), Origin()
     case.setup(cache, locks, clock)
     rows: dict[tuple[str, int], tuple[Any, ...]] = {}
@@ -216,9 +216,9 @@ def run_sync(case: Case, seed: int) -> World:
                 rows[who, 0] = attempt(job)
             sched.spawn(who, body)
 
-    deps = Deps(scripted.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
-                scripted.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
-                scripted.SyncLoader(origin, sched), TTL_MS, background=Background(), clock=clock,
+    deps = Deps(scripted_io.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
+                scripted_io.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
+                scripted_io.SyncLoader(origin, sched), TTL_MS, background=Background(), clock=clock,
                 sleep=sched.sleep, park=sched.park, listen=False)
     strategy = strategies.parse(case.spec).build(deps)
     scripted.subscribe(cache, strategy)
@@ -240,7 +240,7 @@ def run_async(case: Case, seed: int) -> World:
     jobs = itertools.count()  # background jobs' names, in the order submitted
 
     async def main() -> None:
-        sched = scripted.AsyncScheduler(plan)
+        sched = scripted_io.AsyncScheduler(plan)
 
         class Background:
             def submit(self, key: str, job: AsyncJob) -> None:
@@ -252,9 +252,9 @@ def run_async(case: Case, seed: int) -> World:
 
         strategy = for_asyncio(case.spec, TTL_MS, clock=clock)
         scripted.subscribe(cache, strategy)
-        driver = AsyncDriver(scripted.AsyncCommands(cache, sched, "cache"),
-                             scripted.AsyncCommands(locks, sched, "locks"),
-                             scripted.AsyncLoader(origin, sched), Background(), sched.sleep,
+        driver = AsyncDriver(scripted_io.AsyncCommands(cache, sched, "cache"),
+                             scripted_io.AsyncCommands(locks, sched, "locks"),
+                             scripted_io.AsyncLoader(origin, sched), Background(), sched.sleep,
                              sched.park)
         for i in range(CLIENTS):
             async def client(who: str = f"c{i}") -> None:

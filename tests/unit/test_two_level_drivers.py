@@ -21,7 +21,7 @@ from strategies import Deps, Outcome, Probe
 from strategies.core.twolevel import CHANNEL
 from strategies.drivers.aio import AsyncDriver, afetch, for_asyncio
 from strategies.version import stamp
-from tests import scripted
+from tests import scripted, scripted_io
 from tests.scripted import FakeClock, Interleaving, Origin, Store
 from tests.unit.test_two_drivers import KEY, TTL_MS, attempt, attempt_async
 
@@ -51,10 +51,10 @@ def _world(seed: int) -> tuple[FakeClock, list[tuple[str, ...]], Interleaving, S
 
 def run_sync(spec: str, seed: int, write: bool) -> Run:
     clock, log, plan, cache, locks = _world(seed)
-    sched, origin = scripted.ThreadScheduler(plan), Origin()
-    deps = Deps(scripted.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
-                scripted.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
-                scripted.SyncLoader(origin, sched), TTL_MS, clock=clock, sleep=sched.sleep,
+    sched, origin = scripted_io.ThreadScheduler(plan), Origin()
+    deps = Deps(scripted_io.SyncCommands(cache, sched, "cache"),  # type: ignore[arg-type]
+                scripted_io.SyncCommands(locks, sched, "locks"),  # type: ignore[arg-type]
+                scripted_io.SyncLoader(origin, sched), TTL_MS, clock=clock, sleep=sched.sleep,
                 park=sched.park, listen=False)
     strategy = strategies.parse(spec).build(deps)
     scripted.subscribe(cache, strategy)
@@ -71,7 +71,7 @@ def run_sync(spec: str, seed: int, write: bool) -> Run:
     if write:
         def writer() -> None:
             sched.sleep(WRITE_AFTER_S)
-            other = scripted.SyncCommands(cache, sched, "writer")
+            other = scripted_io.SyncCommands(cache, sched, "writer")
             other.set(KEY, NEW, px=TTL_MS)
             other.pipeline(("PUBLISH", CHANNEL, KEY))
             published[0] = True
@@ -88,12 +88,12 @@ def run_async(spec: str, seed: int, write: bool) -> Run:
     published = [False]
 
     async def main() -> None:
-        sched = scripted.AsyncScheduler(plan)
+        sched = scripted_io.AsyncScheduler(plan)
         strategy = for_asyncio(spec, TTL_MS, clock=clock)
         scripted.subscribe(cache, strategy)
-        driver = AsyncDriver(scripted.AsyncCommands(cache, sched, "cache"),
-                             scripted.AsyncCommands(locks, sched, "locks"),
-                             scripted.AsyncLoader(origin, sched), None, sched.sleep, sched.park)
+        driver = AsyncDriver(scripted_io.AsyncCommands(cache, sched, "cache"),
+                             scripted_io.AsyncCommands(locks, sched, "locks"),
+                             scripted_io.AsyncLoader(origin, sched), None, sched.sleep, sched.park)
         for i in range(CLIENTS):
             async def client(who: str = f"c{i}") -> None:
                 for r in range(ROUNDS):
@@ -105,7 +105,7 @@ def run_async(spec: str, seed: int, write: bool) -> Run:
         if write:
             async def writer() -> None:
                 await sched.sleep(WRITE_AFTER_S)
-                other = scripted.AsyncCommands(cache, sched, "writer")
+                other = scripted_io.AsyncCommands(cache, sched, "writer")
                 await other.set(KEY, NEW, px=TTL_MS)
                 await other.pipeline(("PUBLISH", CHANNEL, KEY))
                 published[0] = True
