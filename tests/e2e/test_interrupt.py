@@ -4,10 +4,12 @@ and workers, and the coordinator's own children such as the expiry listener)."""
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -43,15 +45,31 @@ def running(pid: int) -> bool:
         return False
 
 
+@contextlib.contextmanager
+def at_a_terminal() -> Iterator[None]:
+    """Start the coordinator with Ctrl-C as a terminal's foreground job has it. A background job
+    of a shell without job control (``(make test &)``) ignores SIGINT, its children inherit an
+    ignored signal across exec, and Python then never installs its KeyboardInterrupt handler:
+    the coordinator finished its run with exit 0 (seen twice in a CI started that way, and red
+    again under ``trap "" INT``). A handled signal is reset to the default across exec, so the
+    test handles it while it starts the coordinator."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
 def test_signal_mid_trial_stops_everything(tmp_path: Path, signum: signal.Signals) -> None:
     out = tmp_path / "run"
-    proc = subprocess.Popen(
-        coordinator_argv("launch", "--workers", "2", "--clients", "8", "--seconds", "4",
-                         "--ttl", "0.5", "--scale", "5000", "--strategies", "naive,lock",
-                         "--out", str(out)),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+    with at_a_terminal():
+        proc = subprocess.Popen(
+            coordinator_argv("launch", "--workers", "2", "--clients", "8", "--seconds", "4",
+                             "--ttl", "0.5", "--scale", "5000", "--strategies", "naive,lock",
+                             "--out", str(out)),
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(proc.stderr.readline, "")),  # type: ignore[union-attr]
                               daemon=True)
