@@ -15,6 +15,11 @@ XFetch and xfetch-lock (``XFetchCore``, ``XFetchLockCore`` exactly) decide on a 
 their early window, whose chance falls as exp(-r / (delta x beta)) r seconds before the expiry:
 their batches stop ``WINDOW_DELTAS`` delta x beta before it (``lead``), and inside that window
 every request, its ``random()`` draw included, goes through the model.
+
+With an interpreter per app process (``simulate.cpu``) a hit also waits for its turn after its
+reply. A hit in bulk books none: it takes the queue's steady-state wait and its hold
+(``Draws.handled_s``), and every batch stops ``settle_s`` (a few client cycles) earlier, so
+that the queue the expiry meets is the one the per-request path builds, not an empty one.
 """
 
 from __future__ import annotations
@@ -42,20 +47,22 @@ BATCH_HITS = 2048  # at most about this many hits a batch: a client's last batch
 Lead = Callable[[bytes], float]  # the cached value -> how long before its expiry hits decide
 
 
-def lead(strategy: Any, label: str, floor_s: float = 0.0) -> Lead | None:
+def lead(strategy: Any, label: str, floor_s: float = 0.0, settle_s: float = 0.0) -> Lead | None:
     """How long before the value's expiry the hits of ``strategy`` start to decide (from then
     on they go through the model one by one); None: every hit decides (never in bulk). XFetch's
     window is taken for a delta of at least ``floor_s`` (the world's origin median): a wider
     window is only slower, and the primed value's delta is real time (``XFetch.prime``
-    measures its loader), which would shift a batch's cut from one run to the next."""
+    measures its loader), which would shift a batch's cut from one run to the next. Every
+    lead is ``settle_s`` longer: the time the interpreter's queue takes to build (module doc)."""
     if registry.parse(label).params.get("jitter", 0):
         return None
     core = getattr(strategy, "core", None)
+    safety = SAFETY_S + settle_s
     if type(core) in PLAIN_HIT_CORES:
-        return lambda raw: SAFETY_S
+        return lambda raw: safety
     if isinstance(core, XFETCH_CORES) and type(core) in XFETCH_CORES:  # isinstance: for mypy
         window = WINDOW_DELTAS * core._beta  # the early window scales with delta x beta
-        return lambda raw: SAFETY_S + window * max(envelope.unpack(raw).delta_s, floor_s)
+        return lambda raw: safety + window * max(envelope.unpack(raw).delta_s, floor_s)
     return None
 
 
@@ -83,19 +90,23 @@ def horizon_s(driver: SimDriver, key: str, ahead: Lead) -> float | None:
 class Draws:
     """One client's draws for its hits in bulk, from a numpy generator of its own (seeded from
     the client's ``random.Random``): each half round trip ``rtt / 2`` times a uniform in
-    [0.5, 1.5] and each think time exponential, as ``Network.half`` and the client draw them."""
+    [0.5, 1.5] and each think time exponential, as ``Network.half`` and the client draw them;
+    after its reply each hit spends ``handled_s`` (its wait for the interpreter and its hold,
+    ``simulate.cpu``; 0 without one)."""
 
-    def __init__(self, half_s: float, think_s: float, seed: int, client: int) -> None:
+    def __init__(self, half_s: float, think_s: float, seed: int, client: int,
+                 handled_s: float = 0.0) -> None:
         self.half_s, self.think_s, self.client = half_s, think_s, client
+        self.handled_s = handled_s
         self._gen = np.random.default_rng(seed)
-        self._cycle_s = 2 * half_s + think_s  # one hit and its think time, on average
+        self._cycle_s = 2 * half_s + handled_s + think_s  # one hit and its think, on average
 
     def batch(self, t: float, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``n`` hits in a row from ``t``: each one's start (and the next request's, n + 1),
         its arrival at the store and its end."""
         gen, half = self._gen, self.half_s
         out = half * (0.5 + gen.random(n))
-        took = out + half * (0.5 + gen.random(n))
+        took = out + half * (0.5 + gen.random(n)) + self.handled_s
         cycle = took + gen.exponential(self.think_s, n) if self.think_s > 0 else took
         starts = np.empty(n + 1)
         starts[0] = 0.0

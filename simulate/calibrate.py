@@ -7,7 +7,10 @@ outnumbered every other hit of a run and made its round trip 1 us); the
 origin time is the median ``origin_ns`` of the requests that called the origin (query time, the
 pool wait apart, as the rows record it), and its median at each number of queries in flight
 (``origin_curve``). From trials.parquet: the topology, the TTL and a think time that gives the
-run's rate (docs/simulate.md).
+run's rate (docs/simulate.md). Where the workers measured their floor (``floor_ms``, one round
+trip) below the median hit, the round trip is that floor and the rest of a hit is the app
+process's CPU queue (``simulate.cpu``): a hold per reply of the process's time per request
+(workers / rps), at most the hit's excess over the floor.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ def from_run(run_dir: Path, world: WorldSpec, given: Collection[str] = ()) -> Wo
     """``world`` with what the run says, except the fields in ``given`` (set on the command
     line, which wins)."""
     found = _service_times(run_dir)
-    found.update(_topology(run_dir, found["rtt_us"]))
+    found.update(_topology(run_dir, found.pop("hit_us")))
     return replace(world, **{k: v for k, v in found.items() if k not in given})
 
 
@@ -59,7 +62,8 @@ def _service_times(run_dir: Path) -> dict[str, Any]:
     if hits.size == 0 or loads.size == 0:
         raise Unreadable(f"{run_dir}: needs both hits and origin calls "
                          f"(has {hits.size} hits, {loads.size} origin calls)")
-    return {"rtt_us": float(np.median(hits)) / 1000, "origin_ms": float(np.median(loads)) / 1e6,
+    hit_us = float(np.median(hits)) / 1000
+    return {"rtt_us": hit_us, "hit_us": hit_us, "origin_ms": float(np.median(loads)) / 1e6,
             "origin_curve": curve}
 
 
@@ -92,11 +96,12 @@ def origin_curve(starts_ns: np.ndarray, durations_ns: np.ndarray) -> Curve:
     return tuple(levels)
 
 
-def _topology(run_dir: Path, rtt_us: float) -> dict[str, Any]:
+def _topology(run_dir: Path, hit_us: float) -> dict[str, Any]:
     """Workers as app servers, each one's share of the clients, the TTL, and the think time
     that gives the run's rate: a measured client spends (clients / rps) per request, of which
-    the model's round trip is ``rtt_us``; the rest is the generator's own time, modelled as
-    think time. Nothing when the run has no trials.parquet or no topology in it."""
+    a hit is ``hit_us``; the rest is the generator's own time between requests, modelled as
+    think time. With the workers' floor, the CPU queue (``cpu``). Nothing when the run has no
+    trials.parquet or no topology in it."""
     if not (run_dir / "trials.parquet").is_file():
         return {}
     trials = [t for t in rundir.read_trials(run_dir).to_pylist()
@@ -106,15 +111,33 @@ def _topology(run_dir: Path, rtt_us: float) -> dict[str, Any]:
     workers, clients = int(trials[0]["workers"]), int(trials[0]["clients"])
     # two-level's local hits make its rate no measure of a client's cycle on the cache
     cached = [t for t in trials if not t.get("local_hits")] or trials
-    cycles_ms = [1000 * int(t["clients"]) / float(t["rps"]) for t in cached]
-    return {"app_servers": workers, "clients": max(1, round(clients / workers)),
-            "ttl_s": float(trials[0]["ttl_s"]),
-            "think_ms": max(0.0, statistics.median(cycles_ms) - rtt_us / 1000)}
+    cycle_ms = statistics.median(1000 * int(t["clients"]) / float(t["rps"]) for t in cached)
+    per_app = max(1, round(clients / workers))
+    return {"app_servers": workers, "clients": per_app, "ttl_s": float(trials[0]["ttl_s"]),
+            "think_ms": max(0.0, cycle_ms - hit_us / 1000),
+            **cpu(trials, hit_us, 1000 * cycle_ms / per_app)}
+
+
+def cpu(trials: list[dict[str, Any]], hit_us: float, hold_us: float) -> dict[str, Any]:
+    """The round trip and the CPU queue's hold when the workers measured a floor below the
+    median hit: the floor is the network, the hit's excess its wait for the interpreter and
+    its hold. ``hold_us`` is a client's cycle over the clients of its process: the process's
+    time per request when it is the bottleneck (a saturated generator), capped by the excess,
+    which holds at least one turn. Never fitted to a run's herds."""
+    floors = [float(t["floor_ms"]) * 1000 for t in trials
+              if t.get("floor_ms") is not None and float(t["floor_ms"]) > 0]
+    if not floors or statistics.median(floors) >= hit_us:
+        return {}
+    floor_us = statistics.median(floors)
+    return {"rtt_us": floor_us, "cpu_us": min(hold_us, hit_us - floor_us)}
 
 
 def describe(run_dir: Path, world: WorldSpec) -> str:
     curve = ", ".join(f"{k}: {ms:.2f}" for k, ms in world.origin_curve) or "none"
-    return (f"calibrated from {run_dir}: cache round trip {world.rtt_us:.1f} us (median hit), "
+    trip = (f"{world.rtt_us:.1f} us (the workers' floor), CPU {world.cpu_us:.1f} us a reply "
+            "per app process (its time per request)" if world.cpu_us
+            else f"{world.rtt_us:.1f} us (median hit)")
+    return (f"calibrated from {run_dir}: cache round trip {trip}, "
             f"origin {world.origin_ms:.2f} ms (median origin call; ms by queries in flight: "
             f"{curve}), {world.app_servers} app "
             f"servers x {world.clients} clients, TTL {world.ttl_s:g} s, think "

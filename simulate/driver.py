@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import simpy
 
+from simulate.cpu import Interpreter
 from simulate.store import SimStore
 from strategies.base import Outcome, Probe
 from strategies.core.effects import (
@@ -129,11 +130,15 @@ class Origin:
 
 
 class SimDriver:
-    """Runs a ported strategy's effects on simulated time for one app process."""
+    """Runs a ported strategy's effects on simulated time for one app process; with ``cpu``
+    (``simulate.cpu``) each reply from a store waits for the process's interpreter, and a
+    local hit holds it. An origin call takes no turn of its own: its calibrated time is the
+    client thread's own measurement of it, its wait for the interpreter included."""
 
     def __init__(self, env: simpy.Environment, stores: tuple[SimStore, SimStore],
-                 origin: Origin, net: Network, app: int) -> None:
+                 origin: Origin, net: Network, app: int, cpu: Interpreter | None = None) -> None:
         self.env, self._stores, self._origin, self._net, self._app = env, stores, origin, net, app
+        self.cpu = cpu
         self._handlers: dict[type, Callable[[Any, Probe], Proc]] = {
             Get: self._get, Set: self._set, Delete: self._delete, Rpush: self._rpush,
             Blpop: self._blpop, Pipeline: self._pipeline, Eval: self._eval,
@@ -155,7 +160,7 @@ class SimDriver:
         if not hasattr(core, "hit"):  # a core whose first command is not a GET (lease)
             whole: Outcome = yield from self.run(core.steps(key, probe), probe)
             if probe.local_hit:  # answered in process (two-level): no round trip, some CPU
-                yield self.env.timeout(LOCAL_HIT_S)
+                yield from self._turn(LOCAL_HIT_S) if self.cpu else self._pause(LOCAL_HIT_S)
             return whole
         raw = yield from self._command(CACHE, lambda s: s.get(key))
         outcome: Outcome | None = core.hit(key, raw, probe)
@@ -185,7 +190,17 @@ class SimDriver:
         yield env.timeout(half())
         result = op(self._stores[store])
         yield env.timeout(half())
+        if self.cpu is not None:
+            yield from self._turn()
         return result
+
+    def _turn(self, hold_s: float | None = None) -> Proc:
+        """Wait for the interpreter and hold it (``simulate.cpu``): a reply is handled then."""
+        assert self.cpu is not None
+        yield self.env.timeout(self.cpu.turn(self.env.now, hold_s) - self.env.now)
+
+    def _pause(self, seconds: float) -> Proc:
+        yield self.env.timeout(seconds)
 
     def _get(self, e: Get, probe: Probe) -> Proc:
         return (yield from self._command(e.store, lambda s: s.get(e.key)))
@@ -217,6 +232,8 @@ class SimDriver:
         if not popped.triggered:
             store.give_up(e.key, popped)
         yield env.timeout(self._net.half())
+        if self.cpu is not None:
+            yield from self._turn()
         return value
 
     def _sleep(self, e: Sleep, probe: Probe) -> Proc:

@@ -61,8 +61,12 @@ def title(spec: WorldSpec, replications: int) -> str:
             else f"closed loop, think {spec.think_ms:,.4g} ms")
     return (f"simulated: {spec.app_servers} app servers x {spec.clients} clients, {load}, "
             f"TTL {spec.ttl_s:g} s, origin {_origin(spec)} (pool {spec.pool} per app), "
-            f"RTT {spec.rtt_us:,.4g} us, {spec.expiries} expiries x {replications} replications "
+            f"RTT {spec.rtt_us:,.4g} us{_cpu(spec)}, {spec.expiries} expiries x {replications} replications "
             "(intervals over replications)")
+
+
+def _cpu(spec: WorldSpec) -> str:
+    return f", CPU {spec.cpu_us:,.4g} us a reply per app" if spec.cpu_us else ""
 
 
 def _origin(spec: WorldSpec) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import simpy
 
 from simulate import bulk
+from simulate.cpu import Interpreter, closed_wait_s
 from simulate.driver import Curve, Network, Origin, Proc, SimClock, SimDriver
 from simulate.latency import Counted
 from simulate.metrics import herds
@@ -30,6 +31,9 @@ from strategies.base import Deps, Outcome, Probe, StrategyError
 from strategies.version import stamp
 
 KEY = "hot"
+# closed loop with a CPU queue: hits stop being counted in bulk this many client cycles before
+# an expiry, so the queue the expiry meets is built by the per-request path (simulate.bulk)
+SETTLE_CYCLES = 5
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,7 @@ class WorldSpec:
     expiries: int = 3
     origin_curve: Curve = ()  # origin median against concurrency (--from); (): origin_ms flat
     bulk_hits: bool = True  # closed loop: hits that decide nothing counted in bulk (simulate.bulk)
+    cpu_us: float = 0.0  # an app process's interpreter held per reply (simulate.cpu); 0: none
 
 
 @dataclass
@@ -110,13 +115,14 @@ def seeded_global_random(seed: int) -> Iterator[None]:
 
 def client(env: simpy.Environment, driver: SimDriver, strategy: Any, rec: Recorded,
            think_s: float, rng: random.Random, chunk_s: float,
-           ahead: bulk.Lead | None) -> Proc:
+           ahead: bulk.Lead | None, handled_s: float = 0.0) -> Proc:
     """A closed-loop client: ask, record, think, ask again; with ``ahead`` (simulate.bulk),
-    the hits that decide nothing counted in bulk up to ``chunk_s`` at a time."""
+    the hits that decide nothing counted in bulk up to ``chunk_s`` at a time, each taking
+    ``handled_s`` after its reply (the interpreter's steady wait and hold, simulate.cpu)."""
     yield env.timeout(rng.random() * max(think_s, 0.001))  # start spread over one think time
     probe = Probe()
-    draws = (bulk.Draws(driver.net.half_s, think_s, rng.getrandbits(64), rec.bulk.enrol())
-             if ahead is not None else None)
+    draws = (bulk.Draws(driver.net.half_s, think_s, rng.getrandbits(64), rec.bulk.enrol(),
+                        handled_s) if ahead is not None else None)
     while True:
         if ahead is not None and draws is not None:
             next_start = bulk.hits(driver, KEY, rec.bulk, draws, chunk_s, ahead)
@@ -179,8 +185,9 @@ def _run(spec: WorldSpec, rng: random.Random) -> Recorded:
         strategy = build(spec.strategy, ttl_ms, clock, cache, locks, spec.origin_ms)
         if app == 0:
             strategy.prime(KEY, stamp(0, b"value"), clock.wall_ms() + ttl_ms)
+        cpu = Interpreter(spec.cpu_us / 1e6) if spec.cpu_us > 0 else None
         driver = SimDriver(env, (cache, locks), origin,
-                           Network(spec.rtt_us / 1e6, random.Random(rng.random())), app)
+                           Network(spec.rtt_us / 1e6, random.Random(rng.random())), app, cpu)
         driver.listen(strategy)
         _start_app(env, spec, driver, strategy, rec, random.Random(rng.random()))
     _run_until_herds(env, spec, origin)
@@ -194,11 +201,15 @@ def _start_app(env: simpy.Environment, spec: WorldSpec, driver: SimDriver, strat
         slots = simpy.Resource(env, spec.clients)
         env.process(arrivals(env, driver, strategy, rec, spec.rate / spec.app_servers, slots, rng))
         return
-    ahead = bulk.lead(strategy, spec.strategy, spec.origin_ms / 1000) if spec.bulk_hits else None
-    chunk_s = bulk.chunk_s(spec.ttl_s, spec.rtt_us / 1e6, spec.think_ms / 1000)
+    rtt_s, think_s, hold_s = spec.rtt_us / 1e6, spec.think_ms / 1000, spec.cpu_us / 1e6
+    handled_s = hold_s + closed_wait_s(spec.clients, hold_s, rtt_s + think_s) if hold_s else 0.0
+    settle_s = SETTLE_CYCLES * (rtt_s + handled_s + think_s) if hold_s else 0.0
+    ahead = (bulk.lead(strategy, spec.strategy, spec.origin_ms / 1000, settle_s)
+             if spec.bulk_hits else None)
+    chunk_s = bulk.chunk_s(spec.ttl_s, rtt_s, think_s + handled_s)
     for _ in range(spec.clients):
-        env.process(client(env, driver, strategy, rec, spec.think_ms / 1000,
-                           random.Random(rng.random()), chunk_s, ahead))
+        env.process(client(env, driver, strategy, rec, think_s, random.Random(rng.random()),
+                           chunk_s, ahead, handled_s))
 
 
 def _run_until_herds(env: simpy.Environment, spec: WorldSpec, origin: Origin) -> None:

@@ -41,7 +41,8 @@ MIN_REPLICATIONS = 10  # issue 35: validation intervals over >= 10 replications
 
 # The options --from may set, by the WorldSpec field each one is.
 CALIBRATED = {"app_servers": "app_servers", "clients": "clients", "ttl_s": "ttl_s",
-              "origin_ms": "origin_ms", "rtt_us": "rtt_us", "think_ms": "think_ms"}
+              "origin_ms": "origin_ms", "rtt_us": "rtt_us", "think_ms": "think_ms",
+              "cpu_us": "cpu_us"}
 
 
 def given(ctx: click.Context) -> set[str]:
@@ -72,6 +73,9 @@ def typed_elsewhere(ctx: click.Context) -> set[str]:
               help="The origin's median service time in ms.")
 @click.option("--rtt-us", type=click.FloatRange(0, 1_000_000), default=200.0, show_default=True,
               help="One cache or lock-store round trip in microseconds.")
+@click.option("--cpu-us", type=click.FloatRange(0, 1_000_000), default=0.0, show_default=True,
+              help="Each app server's interpreter held this long per reply, first come first "
+                   "served (the client's own CPU queue); 0: none.")
 @click.option("--pool-size", type=click.IntRange(1, 10_000), default=defaults.POOL_SIZE,
               show_default=True, help="Origin connections per app server.")
 @click.option("--think-ms", type=click.FloatRange(0, 60_000), default=30.0, show_default=True,
@@ -100,7 +104,7 @@ def typed_elsewhere(ctx: click.Context) -> set[str]:
                    "each simulated figure falls in the measured 95 % interval; writes nothing.")
 @click.argument("run_dirs", nargs=-1, type=click.Path(path_type=Path, file_okay=False))
 def simulate_command(strategies: tuple[StrategySpec, ...], app_servers: int, clients: int,
-                     ttl_s: float, origin_ms: float, rtt_us: float, pool_size: int,
+                     ttl_s: float, origin_ms: float, rtt_us: float, cpu_us: float, pool_size: int,
                      think_ms: float, rate: float | None, expiries: int, replications: int,
                      bulk_hits: bool, seed: int, from_run: Path | None, out: Path | None,
                      validate: bool, run_dirs: tuple[Path, ...]) -> None:
@@ -116,7 +120,8 @@ def simulate_command(strategies: tuple[StrategySpec, ...], app_servers: int, cli
         validate_command(run_dirs, replications, seed)
         return
     world = WorldSpec("", app_servers, clients, ttl_s, origin_ms, pool=pool_size, rtt_us=rtt_us,
-                      think_ms=think_ms, rate=rate, expiries=expiries, bulk_hits=bulk_hits)
+                      think_ms=think_ms, rate=rate, expiries=expiries, bulk_hits=bulk_hits,
+                      cpu_us=cpu_us)
     if from_run is not None:
         try:
             world = calibrate.from_run(from_run, world, given(click.get_current_context()))
