@@ -6,23 +6,36 @@ and a core for its process). Under load that wait, not the network, is most of a
 (a 28 us floor under a 10 ms median hit, docs/simulate.md), and a filler pays it between its
 GET reply and its origin call, which lengthens the fill window and so the herd.
 
-Modelled as one first-come-first-served server per app process, kept as a float: the instant
-its interpreter is next free. A turn is booked when a reply arrives; it begins at
-max(now, free_at) and lasts ``hold_s`` (the process's CPU per request, ``simulate.calibrate``).
-No simpy Resource: a turn is one timeout, and the hits counted in bulk (``simulate.bulk``)
-take the queue's steady-state wait (``closed_wait_s``) instead of booking turns one by one.
+Modelled as one server per app process that holds each reply's turn for ``hold_s`` (the
+process's CPU per request, ``simulate.calibrate``), in one of two orders:
+
+- ``Interpreter``, first come first served, kept as a float: the instant the interpreter is
+  next free. A turn is booked when the reply arrives, begins at max(now, free_at): one timeout.
+- ``RandomOrder``: when a turn ends, the next is any waiting reply, drawn at random (CPython
+  hands the GIL to whichever waiting thread the OS wakes, which need not be the one that
+  waited longest). Two simpy events a turn. Tried against the measured runs and not the
+  default: it makes the filler's wait short as often as not, and its naive herds at 4 x 200
+  were about 35 where the measured ones were 143 to 200 (docs/simulate.md).
+
+Neither is a simpy Resource, and the hits counted in bulk (``simulate.bulk``) take the queue's
+steady-state mean wait (``closed_wait_s``, the same for both orders) instead of booking turns.
 """
 
 from __future__ import annotations
 
+import random
 from functools import lru_cache
+
+import simpy
+
+ORDERS = ("fifo", "random")
 
 
 class Interpreter:
-    """One app process's interpreter: the instant it is next free, and its hold per reply."""
+    """One app process's interpreter, first come first served: the instant it is next free."""
 
-    def __init__(self, hold_s: float) -> None:
-        self.hold_s = hold_s
+    def __init__(self, env: simpy.Environment, hold_s: float) -> None:
+        self.env, self.hold_s = env, hold_s
         self.free_at = 0.0
 
     def turn(self, now: float, hold_s: float | None = None) -> float:
@@ -30,6 +43,53 @@ class Interpreter:
         start = now if now > self.free_at else self.free_at
         self.free_at = start + (self.hold_s if hold_s is None else hold_s)
         return self.free_at
+
+    def wait(self, hold_s: float | None = None) -> simpy.Event:
+        """An event at the end of the turn of a reply that arrives now."""
+        return self.env.timeout(self.turn(self.env.now, hold_s) - self.env.now)
+
+
+class RandomOrder:
+    """One app process's interpreter that serves its waiting replies in random order."""
+
+    def __init__(self, env: simpy.Environment, hold_s: float, rng: random.Random) -> None:
+        self.env, self.hold_s, self._rng = env, hold_s, rng
+        self._busy = False
+        self._waiting: list[tuple[simpy.Event, float]] = []
+
+    def wait(self, hold_s: float | None = None) -> simpy.Event:
+        """An event at the end of the turn of a reply that arrives now."""
+        done = self.env.event()
+        hold = self.hold_s if hold_s is None else hold_s
+        if self._busy:
+            self._waiting.append((done, hold))
+        else:
+            self._start(done, hold)
+        return done
+
+    def _start(self, done: simpy.Event, hold_s: float) -> None:
+        self._busy = True
+        self.env.timeout(hold_s).callbacks.append(lambda _: self._end(done))
+
+    def _end(self, done: simpy.Event) -> None:
+        done.succeed()
+        waiting = self._waiting
+        if not waiting:
+            self._busy = False
+            return
+        i = self._rng.randrange(len(waiting))
+        waiting[i], waiting[-1] = waiting[-1], waiting[i]
+        self._start(*waiting.pop())
+
+
+def interpreter(env: simpy.Environment, hold_s: float, order: str,
+                rng: random.Random) -> Interpreter | RandomOrder:
+    """The interpreter of one app process in ``order`` (``ORDERS``)."""
+    if order == "fifo":
+        return Interpreter(env, hold_s)
+    if order == "random":
+        return RandomOrder(env, hold_s, rng)
+    raise ValueError(f"CPU order {order!r}: one of {', '.join(ORDERS)}")
 
 
 @lru_cache(maxsize=64)

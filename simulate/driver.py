@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulate.cpu import Interpreter
+from simulate.cpu import Interpreter, RandomOrder
 from simulate.store import SimStore
 from strategies.base import Outcome, Probe
 from strategies.core.effects import (
@@ -136,7 +136,8 @@ class SimDriver:
     client thread's own measurement of it, its wait for the interpreter included."""
 
     def __init__(self, env: simpy.Environment, stores: tuple[SimStore, SimStore],
-                 origin: Origin, net: Network, app: int, cpu: Interpreter | None = None) -> None:
+                 origin: Origin, net: Network, app: int,
+                 cpu: Interpreter | RandomOrder | None = None) -> None:
         self.env, self._stores, self._origin, self._net, self._app = env, stores, origin, net, app
         self.cpu = cpu
         self._handlers: dict[type, Callable[[Any, Probe], Proc]] = {
@@ -197,7 +198,7 @@ class SimDriver:
     def _turn(self, hold_s: float | None = None) -> Proc:
         """Wait for the interpreter and hold it (``simulate.cpu``): a reply is handled then."""
         assert self.cpu is not None
-        yield self.env.timeout(self.cpu.turn(self.env.now, hold_s) - self.env.now)
+        yield self.cpu.wait(hold_s)
 
     def _pause(self, seconds: float) -> Proc:
         yield self.env.timeout(seconds)

@@ -21,7 +21,7 @@ from typing import Any
 import simpy
 
 from simulate import bulk
-from simulate.cpu import Interpreter, closed_wait_s
+from simulate.cpu import closed_wait_s, interpreter
 from simulate.driver import Curve, Network, Origin, Proc, SimClock, SimDriver
 from simulate.latency import Counted
 from simulate.metrics import herds
@@ -54,6 +54,7 @@ class WorldSpec:
     origin_curve: Curve = ()  # origin median against concurrency (--from); (): origin_ms flat
     bulk_hits: bool = True  # closed loop: hits that decide nothing counted in bulk (simulate.bulk)
     cpu_us: float = 0.0  # an app process's interpreter held per reply (simulate.cpu); 0: none
+    cpu_order: str = "fifo"  # the order it serves waiting replies in: fifo or random (simulate.cpu)
 
 
 @dataclass
@@ -185,7 +186,8 @@ def _run(spec: WorldSpec, rng: random.Random) -> Recorded:
         strategy = build(spec.strategy, ttl_ms, clock, cache, locks, spec.origin_ms)
         if app == 0:
             strategy.prime(KEY, stamp(0, b"value"), clock.wall_ms() + ttl_ms)
-        cpu = Interpreter(spec.cpu_us / 1e6) if spec.cpu_us > 0 else None
+        cpu = (interpreter(env, spec.cpu_us / 1e6, spec.cpu_order, random.Random(rng.random()))
+               if spec.cpu_us > 0 else None)
         driver = SimDriver(env, (cache, locks), origin,
                            Network(spec.rtt_us / 1e6, random.Random(rng.random())), app, cpu)
         driver.listen(strategy)

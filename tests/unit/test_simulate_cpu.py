@@ -10,6 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import simpy
 
 from simulate import calibrate
 from simulate.cpu import Interpreter, closed_wait_s
@@ -32,7 +33,7 @@ def mean(found: list[Figures], figure: str) -> float:
 
 
 def test_turns_are_first_come_first_served_and_hold_the_interpreter() -> None:
-    cpu = Interpreter(0.001)
+    cpu = Interpreter(simpy.Environment(), 0.001)
     assert cpu.turn(0.0) == pytest.approx(0.001)
     assert cpu.turn(0.0005) == pytest.approx(0.002)  # queued behind the first
     assert cpu.turn(0.010) == pytest.approx(0.011)  # idle meanwhile: served at once
@@ -91,3 +92,12 @@ def test_from_a_run_takes_the_floor_as_the_round_trip_and_the_rest_as_the_queue(
                              "floor_ms": [12.0]}), tmp_path / "trials.parquet")
     assert (calibrate.from_run(tmp_path, WorldSpec("")).cpu_us,
             calibrate.from_run(tmp_path, WorldSpec("")).rtt_us) == (0.0, 10_000.0)
+
+
+def test_a_random_order_interpreter_serves_every_reply_once_at_the_same_rate() -> None:
+    spec = replace(SATURATED, cpu_order="random")
+    found = [run(spec, seed) for seed in range(2)]
+    assert mean(found, "rps") == pytest.approx(2 / 200e-6, rel=0.05)
+    assert all(f.events == spec.expiries for f in found)
+    with pytest.raises(ValueError, match="CPU order"):
+        run(replace(spec, cpu_order="lifo"), 0)
