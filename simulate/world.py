@@ -7,6 +7,8 @@ exponential think time, 0: at once) or open loop Poisson (``rate`` requests/s ov
 processes, each arrival waiting for one of its app's M request slots, its latency counted from
 the arrival: no coordinated omission). The key is primed at time 0 to expire one TTL later;
 each later expiry comes one TTL after its fill (drift), so a run lasts as long as its K herds.
+With ``cpu_us`` each app process has an interpreter (``simulate.cpu``) that its clients queue
+for after every reply: the load generator's own CPU.
 """
 
 from __future__ import annotations
