@@ -53,6 +53,32 @@ def test_an_error_reply_in_a_pipeline_is_raised_and_the_connection_stays_in_step
     assert c.get("after") == b"2"  # and the next reply is this command's own
 
 
+def test_a_get_reads_hiredis_directly_and_stays_in_step(cache: redis.Redis,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GET's reply comes off hiredis's reader without the parser's ``read_response`` (the
+    frames benchmark 1 found in the way: model.lean ``_get_round_trip``); a value, a miss and
+    an error reply each as before, and the connection in step after each."""
+    from redis._parsers.hiredis import _HiredisParser
+
+    lean = LeanCommands.from_url(_url(cache), 8)
+    try:
+        cache.set("k", b"v")
+        cache.rpush("a-list", b"1")
+        lean.connect()
+
+        def not_here(*_: object, **__: object) -> None:
+            raise AssertionError("a GET went through the parser's read_response")
+
+        monkeypatch.setattr(_HiredisParser, "read_response", not_here)
+        assert lean.get("k") == b"v"
+        assert lean.get("absent") is None
+        with pytest.raises(rex.ResponseError, match="WRONGTYPE"):
+            lean.get("a-list")
+        assert lean.get("k") == b"v"
+    finally:
+        lean.close()
+
+
 def client_id(c: Commands) -> int:
     assert isinstance(c, LeanCommands)
     return int(c.call("CLIENT", "ID"))

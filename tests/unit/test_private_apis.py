@@ -6,6 +6,10 @@
 - dogpile.cache ``CacheRegion._serialized_payload`` (adapters/dogpile_cache.py): how a primed
   value is stored with dogpile's own metadata (its creation time), as the region stores it.
 
+- redis-py's hiredis parser (model/lean.py, the lean path): ``Connection._sock`` and
+  ``_parser``, ``_HiredisParser._reader`` and ``_buffer``, and ``NOT_ENOUGH_DATA``, the reader's
+  word for a reply not yet whole: a GET reads its reply off the reader itself.
+
 The asyncio adapters (adapters/aio) use only public APIs (cashews' middlewares and decorators,
 aiocache's plugins, serializers and decorators), but they read each request's outcome from how
 the library calls them: cashews' GET passing its miss sentinel as ``default=``, aiocache's
@@ -88,6 +92,25 @@ def test_the_installed_library_has_the_private_api_the_adapter_calls(api: Privat
     assert callable(method), f"{api.owner}.{api.name} is gone in {api.distribution} {installed}"
     names = list(inspect.signature(method).parameters)
     assert all(p in names for p in api.parameters), (api.name, names)
+
+
+REDIS_MAJOR = 8  # the redis-py major model/lean.py was written against
+
+
+def test_redis_py_stays_below_its_next_major_with_the_parser_the_lean_path_reads() -> None:
+    from redis._parsers import hiredis as parsers
+    from redis.connection import Connection
+
+    dependencies = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    spec = next(Requirement(r) for r in dependencies if Requirement(r).name == "redis").specifier
+    assert Version(f"{REDIS_MAJOR + 1}") not in spec and Version(f"{REDIS_MAJOR}.99") in spec, spec
+    assert Version(md.version("redis")).major == REDIS_MAJOR == constraint_pin("redis").major
+    conn = Connection()
+    assert conn._sock is None and isinstance(conn._parser, parsers._HiredisParser)
+    parser = parsers._HiredisParser(65536)
+    assert isinstance(parser._buffer, bytearray) and len(parser._buffer) == 65536
+    parser.on_connect(conn)
+    assert parser._reader.gets() is parsers.NOT_ENOUGH_DATA  # nothing fed yet
 
 
 @pytest.mark.parametrize(("distribution", "line", "nxt"), ASYNC_LINES, ids=[a[0] for a in ASYNC_LINES])
