@@ -12,7 +12,16 @@ import os
 import platform
 import sys
 
-from bench import ab_hit_path, aio_clients, cluster, recording, repeatability, report_rows, soak
+from bench import (
+    ab_hit_path,
+    aio_clients,
+    cluster,
+    gil_tax,
+    recording,
+    repeatability,
+    report_rows,
+    soak,
+)
 from bench import http as http_bench
 from bench import simulate as simulate_bench
 
@@ -34,6 +43,7 @@ def main() -> None:
     http_bench.run()
     simulate_bench.run()
     aio_clients.run()
+    gil_tax.run()
     with_metrics = cluster.run(metrics=True)
     figures = cluster.run()
     print(with_metrics.efficiency_line(" with metrics on (scraped each second)"))

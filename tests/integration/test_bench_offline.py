@@ -1,12 +1,13 @@
 """Benchmarks 3 and 4 (recording, shipping a batch) and the report on synthetic rows, at a
-thousand rows, and benchmark 9 (the hit path's A/B) at two thousand requests: every figure
-they print finite and positive (tests/bench_figures.py)."""
+thousand rows, benchmark 9 (the hit path's A/B) at two thousand requests and benchmark 12
+(Python beside a request) at 2 processes x 2 threads: every figure they print finite and
+positive (tests/bench_figures.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import ab_hit_path, recording, report_rows
+from bench import ab_hit_path, gil_tax, recording, report_rows
 from tests.bench_figures import assert_figures
 
 
@@ -29,4 +30,12 @@ def test_benchmark_9_hit_path_ab_prints_both_pairs(capsys: pytest.CaptureFixture
     found = ab_hit_path.run(ab_hit_path.TINY)
     out = capsys.readouterr().out
     assert out.count("[9] hit path A/B") == 2 and set(found) == {"at-once cache", "lean GET on Redis"}
+    assert_figures(out, at_least=8)
+
+
+def test_benchmark_12_prints_the_floor_with_and_without_python_beside_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    found = gil_tax.run(gil_tax.TINY)
+    out = capsys.readouterr().out
+    assert set(found) == set(gil_tax.TINY.extra_us) and out.count("us of Python a request") == 2
     assert_figures(out, at_least=8)

@@ -1,0 +1,172 @@
+"""Benchmark 12: what a microsecond of Python costs a request among 25 client threads a process.
+
+Benchmark 1 finds the all-hit trial's worker processes spending more per request than the
+lean loop by several times the Python a row adds on one thread (its breakdown). This measures
+that price directly, with nothing of the product in the loop: the plain-socket floor of
+benchmark 1 (``worker.baseline.socket_loop``: a socket, a ``hiredis.Reader``, ``GET`` packed
+once) with ``extra_us`` of plain Python spun after each reply, on 8 processes x 25 threads
+against one server, rounds alternating. The rate at each ``extra_us`` over the rate at 0 is what
+efficiency a generator doing that much Python per request beside the floor's could reach here;
+the figure a request's extra microsecond costs in CPU is the slope of CPU per request.
+
+    python -m bench.gil_tax          # about 2 minutes; part of `make bench`
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import shutil
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from queue import Empty
+from urllib.parse import urlsplit
+
+import hiredis
+import redis
+
+from coordinator.stack.redis_server import start_redis
+from worker.baseline import socket_loop
+
+KEY = "stampede:bench:gil-tax"
+SPIN_UNIT = 1000  # iterations of the spin whose CPU time is calibrated
+
+
+@dataclass(frozen=True)
+class Size:
+    processes: int = 8
+    threads: int = 25
+    seconds: float = 4.0
+    rounds: int = 3
+    extra_us: tuple[float, ...] = (0.0, 1.0, 2.0, 3.0)
+
+
+FULL, TINY = Size(), Size(processes=2, threads=2, seconds=0.3, rounds=1, extra_us=(0.0, 1.0))
+
+
+def spin(iterations: int) -> int:
+    """Plain Python, holding the GIL: ``iterations`` additions."""
+    total = 0
+    for i in range(iterations):
+        total += i
+    return total
+
+
+def iterations_per_us() -> float:
+    """How many of ``spin``'s iterations take a microsecond of this thread's CPU (the best of
+    several: one thread alone, unloaded)."""
+    best = float("inf")
+    for _ in range(7):
+        t0 = time.thread_time_ns()
+        spin(SPIN_UNIT * 100)
+        best = min(best, (time.thread_time_ns() - t0) / (SPIN_UNIT * 100))
+    return 1000.0 / best
+
+
+def _process(url: str, threads: int, iterations: int, start_ns: int, end_ns: int,
+             out: mp.Queue[tuple[int, float]]) -> None:
+    """One worker-like process: ``threads`` floor loops, each reply followed by the spin."""
+    loop = socket_loop(url, KEY)
+    counts = [0] * threads
+
+    def with_spin(i: int) -> None:
+        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+        if iterations == 0:
+            counts[i] = loop(end_ns)
+            return
+        counts[i] = _spun_loop(url, iterations, end_ns)
+
+    cpu0 = time.process_time()
+    workers = [threading.Thread(target=with_spin, args=(i,)) for i in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    out.put((sum(counts), time.process_time() - cpu0))
+
+
+def _spun_loop(url: str, iterations: int, end_ns: int) -> int:
+    """The floor loop of ``worker.baseline.socket_loop`` with the spin after each reply (its
+    own copy: the floor's loop stays without even a check for it)."""
+    parts = urlsplit(url)
+    sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 2.0)
+    reader = hiredis.Reader()
+    packed: bytes = hiredis.pack_command(("GET", KEY))  # type: ignore[arg-type]
+    send, recv, feed, gets = sock.sendall, sock.recv, reader.feed, reader.gets
+    n = 0
+    try:
+        while time.time_ns() < end_ns:
+            send(packed)
+            while gets() is False:
+                feed(recv(65536))
+            spin(iterations)
+            n += 1
+    finally:
+        sock.close()
+    return n
+
+
+def measure_once(url: str, size: Size, iterations: int) -> tuple[float, float]:
+    """(requests/s, CPU us per request over the processes) of one measurement."""
+    ctx = mp.get_context("fork")  # started at once: nothing to import before the start instant
+    out: mp.Queue[tuple[int, float]] = ctx.Queue()
+    start_ns = time.time_ns() + 500_000_000
+    end_ns = start_ns + int(size.seconds * 1e9)
+    procs = [ctx.Process(target=_process, args=(url, size.threads, iterations, start_ns, end_ns,
+                                                 out)) for _ in range(size.processes)]
+    for p in procs:
+        p.start()
+    results = []
+    try:
+        for _ in procs:
+            results.append(out.get(timeout=size.seconds + 60))
+    except Empty:
+        raise RuntimeError("a benchmark 12 process sent no count within a minute of its end") \
+            from None
+    finally:
+        for p in procs:
+            p.join(timeout=10)
+    requests = sum(n for n, _ in results)
+    if requests == 0:
+        raise RuntimeError("benchmark 12 made no request")
+    return requests / size.seconds, sum(cpu for _, cpu in results) / requests * 1e6
+
+
+def measure(size: Size = FULL) -> dict[float, list[tuple[float, float]]]:
+    """extra_us -> each round's (rps, CPU us per request), rounds alternating."""
+    per_us = iterations_per_us()
+    workdir = Path(tempfile.mkdtemp(prefix="gil-tax-"))
+    proc, url = start_redis("gil-tax", workdir)
+    found: dict[float, list[tuple[float, float]]] = {extra: [] for extra in size.extra_us}
+    try:
+        redis.Redis.from_url(url).set(KEY, b"x" * 90)
+        for _ in range(size.rounds):
+            for extra in size.extra_us:
+                found[extra].append(measure_once(url, size, round(extra * per_us)))
+    finally:
+        proc.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    return found
+
+
+def run(size: Size = FULL) -> dict[float, list[tuple[float, float]]]:
+    found = measure(size)
+    base = [rps for rps, _ in found[0.0]]
+    print(f"[12] the price of Python beside a request: benchmark 1's plain-socket floor with "
+          f"plain Python spun after each reply, {size.processes} processes x {size.threads} "
+          f"threads, {size.seconds:g} s per measurement, {size.rounds} rounds alternating")
+    for extra, rounds in found.items():
+        rates = ", ".join(f"{rps:,.0f}" for rps, _ in rounds)
+        ratio = statistics.median(rps / b for (rps, _), b in zip(rounds, base, strict=True))
+        cpu = statistics.median(c for _, c in rounds)
+        print(f"    +{extra:g} us of Python a request: {rates} rps; {ratio:.2f} of the floor "
+              f"(median of the rounds' ratios), {cpu:.1f} us of CPU a request")
+    return found
+
+
+if __name__ == "__main__":
+    run()
