@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self
@@ -147,13 +147,26 @@ class LineReader:
         return "\n".join(line for _, line in self.lines)
 
 
-def sent_rows(broker_url: str, spec: TrialSpec) -> pa.Table:
+def sent_rows(broker_url: str, spec: TrialSpec, ended: Collection[int] = (),
+              timeout_s: float = 30.0) -> pa.Table:
     """The wire rows a worker's shipper sent to ``spec``'s trial stream, each batch once
-    (what the coordinator's gatherer would write), in batch order."""
+    (what the coordinator's gatherer would write), in batch order. ``ended``: the senders whose
+    end marker is awaited first (an app process ships after it sees the trial finished, a poll
+    and a drain later: a fixed sleep was a race on a loaded machine); one still missing after
+    ``timeout_s`` fails the test with the senders that did end."""
     client = redis.Redis.from_url(broker_url)
     key = transport.rows_key(spec.run_id, spec.trial)
     try:
-        entries = client.xrange(key)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            entries = client.xrange(key)
+            done = {int(fields[b"w"]) for _, fields in entries if b"end" in fields}
+            if set(ended) <= done:
+                break
+            assert time.monotonic() < deadline, (
+                f"senders {sorted(set(ended) - done)} sent no end within {timeout_s:g} s "
+                f"(ended: {sorted(done)})")
+            time.sleep(0.05)
         client.delete(key)  # read once: the next test of the same trial number starts afresh
     finally:
         client.close()

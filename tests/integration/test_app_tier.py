@@ -104,9 +104,8 @@ def test_every_origin_call_is_an_app_row_and_postgres_agrees(tier: AppTier, serv
     url = tier.url + apptier.trial_path(trial.run_id, trial.trial) + "orders:0"
     answers = _drive(url, 12, time.time_ns() + 1_500_000_000)  # however long the build took
     tier.finish(trial.run_id, trial.trial)
-    time.sleep(1.0)  # the processes' control threads poll every 50 ms, then ship
+    rows = sent_rows(services.broker_url, trial, ended=spec.senders.values())  # polled, shipped
     after = origin_db_calls(services.origin_dsn)
-    rows = sent_rows(services.broker_url, trial)
     assert {a.status for a in answers} == {200}
     outcomes = [a.headers[Header.OUTCOME] for a in answers]
     assert set(outcomes) <= {"hit", "filled", "waited"} and "filled" in outcomes
@@ -161,9 +160,8 @@ def test_an_asyncio_library_runs_in_the_asgi_tier_and_each_call_is_a_row(
     url = tier.url + apptier.trial_path(trial.run_id, trial.trial) + "orders:0"
     answers = _drive(url, 12, time.time_ns() + 1_500_000_000)
     tier.finish(trial.run_id, trial.trial)
-    time.sleep(1.0)
+    rows = sent_rows(services.broker_url, trial, ended=spec.senders.values())  # polled, shipped
     after = origin_db_calls(services.origin_dsn)
-    rows = sent_rows(services.broker_url, trial)
     assert {a.status for a in answers} == {200}
     outcomes = [a.headers[Header.OUTCOME] for a in answers]
     assert set(outcomes) <= {"hit", "filled", "waited"} and "filled" in outcomes
