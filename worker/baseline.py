@@ -101,6 +101,7 @@ def socket_loop(url: str, key: str) -> Loop:
 
     def run(end_ns: int) -> int:
         sock = socket.create_connection((parts.hostname or "127.0.0.1", parts.port or 6379), 2.0)
+        sock.settimeout(None)  # blocking: a socket with a Python timeout polls before each send and recv
         reader = hiredis.Reader()
         try:
             if parts.password:

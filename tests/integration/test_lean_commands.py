@@ -8,6 +8,8 @@ dropped replaced as the pool replaces it; no more connections than the bound.
 
 from __future__ import annotations
 
+import socket
+import struct
 import threading
 import time
 
@@ -141,6 +143,49 @@ def test_a_connection_dropped_under_a_busy_thread_fails_one_request_then_reconne
         assert lean.get("k") == b"v"
     finally:
         lean.close()
+
+
+def test_a_lean_connection_blocks_with_the_kernels_timeout(cache: redis.Redis) -> None:
+    """No Python timeout on the socket (it would poll before every send and recv): the pool's
+    ``socket_timeout`` is the kernel's SO_RCVTIMEO and SO_SNDTIMEO, and still so after the idle
+    check's zero-timeout read (redis-py restores the socket's timeout after it)."""
+    client = redis.Redis.from_url(_url(cache), socket_timeout=0.3)
+    lean = LeanCommands(client.connection_pool, 8)
+    try:
+        assert lean.get("k") is None
+        conn = lean._conn()
+        for _ in range(2):
+            sock = conn._sock
+            assert sock is not None and sock.gettimeout() is None
+            for option in (socket.SO_RCVTIMEO, socket.SO_SNDTIMEO):
+                assert struct.unpack("ll", sock.getsockopt(socket.SOL_SOCKET, option, 16)) == (
+                    0, 300_000)
+            lean_module._ready(conn)  # can_read(timeout=0), then the socket's own again
+    finally:
+        lean.close()
+        client.close()
+
+
+@pytest.mark.parametrize("op", ["get", "pttl", "pipeline"])
+def test_a_lean_command_the_server_does_not_answer_is_redis_pys_timeout(
+        cache: redis.Redis, op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's timeout (EAGAIN) in redis-py's words on each of the lean path's ways to the
+    socket: a GET's own, a command through the parser, a pipeline; the connection closed."""
+    monkeypatch.setattr(lean_module, "IDLE_CHECK_S", 60.0)
+    client = redis.Redis.from_url(_url(cache), socket_timeout=0.3)
+    lean = LeanCommands(client.connection_pool, 8)
+    run = {"get": lambda: lean.get("k"), "pttl": lambda: lean.pttl("k"),
+           "pipeline": lambda: lean.pipeline(("PTTL", "k"))}[op]
+    try:
+        run()
+        cache.execute_command("CLIENT", "PAUSE", 1000, "ALL")
+        with pytest.raises(redis.TimeoutError, match="^Timeout reading from socket$"):
+            run()
+        assert not lean._conn().is_connected
+    finally:
+        cache.execute_command("CLIENT", "UNPAUSE")
+        lean.close()
+        client.close()
 
 
 @pytest.mark.parametrize("path", ["pooled", "lean"])

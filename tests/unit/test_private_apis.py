@@ -8,7 +8,9 @@
 
 - redis-py's hiredis parser (model/lean.py, the lean path): ``Connection._sock`` and
   ``_parser``, ``_HiredisParser._reader`` and ``_buffer``, and ``NOT_ENOUGH_DATA``, the reader's
-  word for a reply not yet whole: a GET reads its reply off the reader itself.
+  word for a reply not yet whole: a GET reads its reply off the reader itself; and
+  ``Connection._connect``, which the lean path's kernel-timed connection extends (its socket's
+  timeout set by the kernel, not by Python).
 
 The asyncio adapters (adapters/aio) use only public APIs (cashews' middlewares and decorators,
 aiocache's plugins, serializers and decorators), but they read each request's outcome from how
@@ -105,6 +107,7 @@ def test_redis_py_stays_below_its_next_major_with_the_parser_the_lean_path_reads
     spec = next(Requirement(r) for r in dependencies if Requirement(r).name == "redis").specifier
     assert Version(f"{REDIS_MAJOR + 1}") not in spec and Version(f"{REDIS_MAJOR}.99") in spec, spec
     assert Version(md.version("redis")).major == REDIS_MAJOR == constraint_pin("redis").major
+    assert list(inspect.signature(Connection._connect).parameters) == ["self"]
     conn = Connection()
     assert conn._sock is None and isinstance(conn._parser, parsers._HiredisParser)
     parser = parsers._HiredisParser(65536)
