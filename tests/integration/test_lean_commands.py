@@ -179,7 +179,7 @@ def test_a_lean_command_the_server_does_not_answer_is_redis_pys_timeout(
     try:
         run()
         cache.execute_command("CLIENT", "PAUSE", 1000, "ALL")
-        with pytest.raises(redis.TimeoutError, match="^Timeout reading from socket$"):
+        with pytest.raises(redis.TimeoutError, match=r"^Timeout reading from socket$"):
             run()
         assert not lean._conn().is_connected
     finally:
