@@ -8,7 +8,11 @@ BIN := $(VENV)/bin
 # Two installs, each with a stamp of its own: the demo's (the project with its [local] and
 # [libraries] extras: what a run needs) and the tests' ([dev]: the demo's, plus pytest, ruff, mypy
 # and the tools the tests use). `make demo` then `make test` upgrades the venv to [dev]; a stamp
-# older than pyproject.toml installs again.
+# older than pyproject.toml or constraints.txt installs again. Both install at the versions of
+# constraints.txt (`make lock`), the ones the figures in the docs were measured with: a fresh
+# clone's tests run against what the last commit was tested with, not whatever PyPI published
+# since (redis-py 8.2 typed `pubsub()`, and a clone's mypy failed on a green commit).
+PIP_INSTALL := $(BIN)/pip install --quiet -c constraints.txt
 DEMO_STAMP := $(VENV)/.installed-demo
 DEV_STAMP := $(VENV)/.installed-dev
 
@@ -16,12 +20,12 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[local,libraries]'
+$(DEMO_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e '.[local,libraries]'
 	touch $@
 
-$(DEV_STAMP): pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[dev]'
+$(DEV_STAMP): pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $@
 
 # The developers' set-up: the tests' install.
@@ -121,7 +125,7 @@ test-unit: $(DEV_STAMP)
 bench: setup http-deps
 	@command -v redis-benchmark >/dev/null || [ "$$(id -u)" != 0 ] || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-tools >/dev/null)
-	$(BIN)/pip install --quiet -e '.[bench]'
+	$(PIP_INSTALL) -e '.[bench]'
 	$(BIN)/python -m bench
 
 clean:

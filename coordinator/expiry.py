@@ -201,7 +201,7 @@ def _listen(url: str, conn: Connection, configure: bool = True) -> None:
 
 def _subscribe(client: redis.Redis) -> redis.client.PubSub:
     db = int(client.connection_pool.connection_kwargs.get("db", 0))
-    pubsub: redis.client.PubSub = client.pubsub(  # type: ignore[no-untyped-call]
+    pubsub: redis.client.PubSub = client.pubsub(  # type: ignore[no-untyped-call, unused-ignore]
         ignore_subscribe_messages=True)
     pubsub.subscribe(*(f"__keyevent@{db}__:{name}" for name in SOURCES))
     return pubsub

@@ -179,10 +179,10 @@ class KernelTimeoutConnection(redis.Connection):
 
     def __init__(self, **kwargs: Any) -> None:
         self.kernel_timeout_s: float | None = kwargs.get("socket_timeout")
-        super().__init__(**{**kwargs, "socket_timeout": None})  # type: ignore[no-untyped-call]
+        super().__init__(**{**kwargs, "socket_timeout": None})  # type: ignore[no-untyped-call, unused-ignore]
 
     def _connect(self) -> socket.socket:
-        sock: socket.socket = super()._connect()  # type: ignore[no-untyped-call]
+        sock: socket.socket = super()._connect()  # type: ignore[no-untyped-call, unused-ignore]
         if self.kernel_timeout_s:
             whole, part = divmod(round(self.kernel_timeout_s * 1e6), 1_000_000)
             limit = struct.pack("ll", whole, part)
@@ -305,7 +305,7 @@ class LeanCommands:
         return _LeanScript(self, source)
 
     def pubsub(self) -> PubSub:
-        pubsub: PubSub = self._shared.pubsub(  # type: ignore[no-untyped-call]
+        pubsub: PubSub = self._shared.pubsub(  # type: ignore[no-untyped-call, unused-ignore]
             ignore_subscribe_messages=True)
         return pubsub
 

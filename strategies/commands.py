@@ -106,7 +106,7 @@ class PlainCommands:
     def pipeline(self, *commands: Command, transaction: bool = False) -> None:
         pipe = self.client.pipeline(transaction=transaction)
         for command in commands:
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call, unused-ignore]
         pipe.execute()
 
     def script(self, source: str) -> Script:
@@ -118,7 +118,7 @@ class PlainCommands:
         return run
 
     def pubsub(self) -> PubSub:
-        pubsub: PubSub = self.client.pubsub(  # type: ignore[no-untyped-call]
+        pubsub: PubSub = self.client.pubsub(  # type: ignore[no-untyped-call, unused-ignore]
             ignore_subscribe_messages=True)
         return pubsub
 

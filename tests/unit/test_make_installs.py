@@ -25,7 +25,7 @@ def planned(target: str) -> str:
 
 def installs(plan: str) -> list[str]:
     """The extras of each ``pip install -e '.[...]'`` in order."""
-    return re.findall(r"pip install --quiet -e '\.\[([^\]]*)\]'", plan)
+    return re.findall(r"pip install --quiet (?:-c \S+ )?-e '\.\[([^\]]*)\]'", plan)
 
 
 def test_demo_installs_the_run_extras_and_no_test_tools() -> None:
@@ -45,3 +45,16 @@ def test_each_install_has_a_stamp_of_its_own() -> None:
     stamp = re.compile(r"touch (\S+\.installed-\w+)")
     assert stamp.findall(demo) != stamp.findall(test)
     assert len(stamp.findall(demo)) == len(stamp.findall(test)) == 1
+
+
+@pytest.mark.parametrize("target", ["demo", "test"])
+def test_installs_take_the_pinned_versions(target: str) -> None:
+    """Every project install is constrained by constraints.txt: a fresh clone gets the versions
+    the last commit was tested with (redis-py 8.2, published after a green commit, failed a
+    clone's mypy), and a stamp older than the pins installs again."""
+    plan = planned(target)
+    lines = [line for line in plan.splitlines() if "pip install" in line and " -e " in line]
+    assert lines and all("-c constraints.txt" in line for line in lines), lines
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^\$\(DEV_STAMP\):.*constraints\.txt", makefile, re.M)
+    assert re.search(r"^\$\(DEMO_STAMP\):.*constraints\.txt", makefile, re.M)
