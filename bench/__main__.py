@@ -17,6 +17,7 @@ from bench import (
     aio_clients,
     cluster,
     gil_tax,
+    ladder,
     recording,
     repeatability,
     report_rows,
@@ -44,6 +45,7 @@ def main() -> None:
     simulate_bench.run()
     aio_clients.run()
     gil_tax.run()
+    ladder.run()
     with_metrics = cluster.run(metrics=True)
     figures = cluster.run()
     print(with_metrics.efficiency_line(" with metrics on (scraped each second)"))

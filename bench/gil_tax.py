@@ -14,21 +14,18 @@ the figure a request's extra microsecond costs in CPU is the slope of CPU per re
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import shutil
 import socket
-import statistics
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from queue import Empty
 from urllib.parse import urlsplit
 
 import hiredis
 import redis
 
+from bench import forked
 from coordinator.stack.redis_server import start_redis
 from worker.baseline import socket_loop
 
@@ -67,26 +64,14 @@ def iterations_per_us() -> float:
     return 1000.0 / best
 
 
-def _process(url: str, threads: int, iterations: int, start_ns: int, end_ns: int,
-             out: mp.Queue[tuple[int, float]]) -> None:
+def _count(url: str, threads: int, iterations: int) -> forked.Count:
     """One worker-like process: ``threads`` floor loops, each reply followed by the spin."""
-    loop = socket_loop(url, KEY)
-    counts = [0] * threads
-
-    def with_spin(i: int) -> None:
-        time.sleep(max(0.0, (start_ns - time.time_ns()) / 1e9))
+    def count(index: int, start_ns: int, end_ns: int) -> int:
         if iterations == 0:
-            counts[i] = loop(end_ns)
-            return
-        counts[i] = _spun_loop(url, iterations, end_ns)
-
-    cpu0 = time.process_time()
-    workers = [threading.Thread(target=with_spin, args=(i,)) for i in range(threads)]
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    out.put((sum(counts), time.process_time() - cpu0))
+            return forked.in_threads(threads, socket_loop(url, KEY), start_ns, end_ns)
+        return forked.in_threads(threads, lambda end: _spun_loop(url, iterations, end),
+                                 start_ns, end_ns)
+    return count
 
 
 def _spun_loop(url: str, iterations: int, end_ns: int) -> int:
@@ -111,32 +96,6 @@ def _spun_loop(url: str, iterations: int, end_ns: int) -> int:
     return n
 
 
-def measure_once(url: str, size: Size, iterations: int) -> tuple[float, float]:
-    """(requests/s, CPU us per request over the processes) of one measurement."""
-    ctx = mp.get_context("fork")  # started at once: nothing to import before the start instant
-    out: mp.Queue[tuple[int, float]] = ctx.Queue()
-    start_ns = time.time_ns() + 500_000_000
-    end_ns = start_ns + int(size.seconds * 1e9)
-    procs = [ctx.Process(target=_process, args=(url, size.threads, iterations, start_ns, end_ns,
-                                                 out)) for _ in range(size.processes)]
-    for p in procs:
-        p.start()
-    results = []
-    try:
-        for _ in procs:
-            results.append(out.get(timeout=size.seconds + 60))
-    except Empty:
-        raise RuntimeError("a benchmark 12 process sent no count within a minute of its end") \
-            from None
-    finally:
-        for p in procs:
-            p.join(timeout=10)
-    requests = sum(n for n, _ in results)
-    if requests == 0:
-        raise RuntimeError("benchmark 12 made no request")
-    return requests / size.seconds, sum(cpu for _, cpu in results) / requests * 1e6
-
-
 def measure(size: Size = FULL) -> dict[float, list[tuple[float, float]]]:
     """extra_us -> each round's (rps, CPU us per request), rounds alternating."""
     per_us = iterations_per_us()
@@ -147,7 +106,9 @@ def measure(size: Size = FULL) -> dict[float, list[tuple[float, float]]]:
         redis.Redis.from_url(url).set(KEY, b"x" * 90)
         for _ in range(size.rounds):
             for extra in size.extra_us:
-                found[extra].append(measure_once(url, size, round(extra * per_us)))
+                count = _count(url, size.threads, round(extra * per_us))
+                found[extra].append(forked.measure_once(count, size.processes, size.seconds,
+                                                        "benchmark 12"))
     finally:
         proc.stop()
         shutil.rmtree(workdir, ignore_errors=True)
@@ -156,16 +117,12 @@ def measure(size: Size = FULL) -> dict[float, list[tuple[float, float]]]:
 
 def run(size: Size = FULL) -> dict[float, list[tuple[float, float]]]:
     found = measure(size)
-    base = [rps for rps, _ in found[0.0]]
     print(f"[12] the price of Python beside a request: benchmark 1's plain-socket floor with "
           f"plain Python spun after each reply, {size.processes} processes x {size.threads} "
           f"threads, {size.seconds:g} s per measurement, {size.rounds} rounds alternating")
-    for extra, rounds in found.items():
-        rates = ", ".join(f"{rps:,.0f}" for rps, _ in rounds)
-        ratio = statistics.median(rps / b for (rps, _), b in zip(rounds, base, strict=True))
-        cpu = statistics.median(c for _, c in rounds)
-        print(f"    +{extra:g} us of Python a request: {rates} rps; {ratio:.2f} of the floor "
-              f"(median of the rounds' ratios), {cpu:.1f} us of CPU a request")
+    forked.print_rates({f"+{extra:g} us of Python a request: ": rounds
+                        for extra, rounds in found.items()}, "+0 us of Python a request: ",
+                       "    ", 0)
     return found
 
 

@@ -1,13 +1,14 @@
 """Benchmarks 3 and 4 (recording, shipping a batch) and the report on synthetic rows, at a
-thousand rows, benchmark 9 (the hit path's A/B) at two thousand requests and benchmark 12
-(Python beside a request) at 2 processes x 2 threads: every figure they print finite and
-positive (tests/bench_figures.py)."""
+thousand rows, benchmark 9 (the hit path's A/B) at two thousand requests, benchmark 12
+(Python beside a request) and benchmark 13 (the product's pieces on the floor, rung by rung) at
+2 processes x 2 threads: every figure they print finite and positive (tests/bench_figures.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from bench import ab_hit_path, gil_tax, recording, report_rows
+from bench import ab_hit_path, gil_tax, ladder, recording, report_rows
+from bench.nginx_static import nginx_binary
 from tests.bench_figures import assert_figures
 
 
@@ -39,3 +40,16 @@ def test_benchmark_12_prints_the_floor_with_and_without_python_beside_it(
     out = capsys.readouterr().out
     assert set(found) == set(gil_tax.TINY.extra_us) and out.count("us of Python a request") == 2
     assert_figures(out, at_least=8)
+
+
+def test_benchmark_13_prints_every_rung_of_the_ladder(capsys: pytest.CaptureFixture[str]) -> None:
+    """Each rung really ran, over Redis and over HTTP (a rung with no request, a failed request
+    or a row its shipper lost raises)."""
+    if ladder.Over.HTTP in ladder.TINY.over and nginx_binary() is None:
+        pytest.skip("nginx is not installed (make http-deps)")
+    found = ladder.run(ladder.TINY)
+    out = capsys.readouterr().out
+    assert list(found) == list(ladder.Over)
+    assert all(list(rungs) == list(ladder.Rung) for rungs in found.values())
+    assert out.count("of the floor") == len(ladder.Over) * len(ladder.Rung)
+    assert_figures(out, at_least=3 * len(ladder.Over) * len(ladder.Rung))
