@@ -33,7 +33,6 @@ import socket
 import tempfile
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ import redis
 import strategies
 from bench import forked
 from bench.nginx_static import start_nginx
+from bench.stages import VALUE, Unused, all_hit_context
 from coordinator.stack.redis_server import start_redis
 from model.http.request import RequestBytes
 from model.http.target import HttpTarget
@@ -56,14 +56,12 @@ from results.store import transport
 from strategies import Deps, Outcome, Probe
 from worker.baseline import Loop, http_socket_loop, response_length, socket_loop
 from worker.http_fetch import HttpFetch
-from worker.loop import Fetch, LoopContext, Tables, closed_loop
+from worker.loop import Fetch, closed_loop
 from worker.recorder import Recorder, wire_batch
-from worker.schedule import MASK, Stages
 from worker.selfcheck import GeneratorMonitor
 from worker.shipper import FULL_ROWS, Shipper
 
 KEY = "stampede:bench:ladder"
-VALUE = b"\0" * 8 + b"x" * 90  # a stamped value (strategies.version), as the all-hit trial's
 SHIP_INTERVAL_S = 0.5  # a trial's (model.wire.TrialSpec.progress_interval_s)
 
 
@@ -102,11 +100,6 @@ class Place:
 
     redis_url: str
     http: HttpTarget | None = None
-
-
-class Unused:
-    def load(self, key: str, probe: Probe) -> bytes:
-        raise AssertionError("an all-hit request never calls the origin")
 
 
 def _exchange_fetch(connect: Callable[[], Callable[[], object]], outcome: Outcome) -> Fetch:
@@ -187,22 +180,13 @@ def product_fetch(place: Place, threads: int) -> Fetch:
     return strategies.parse("naive").build(Deps(commands, commands, Unused(), 600_000)).fetch
 
 
-def context(fetch: Fetch, end_ns: int, start_ns: int) -> LoopContext:
-    """One endpoint, one key, one stage, no bypass: the all-hit trial's tables."""
-    size = MASK + 1
-    tables = Tables([KEY], array("b", bytes(size)), [array("i", bytes(4 * size))],
-                    array("d", [0.5] * size))
-    return LoopContext(tables, [fetch], [Unused()], Stages(0, 0, 1), [0.0, 0.0], end_ns,
-                       start_ns=start_ns)
-
-
 def _product_process(place: Place, rung: Rung, index: int, threads: int, start_ns: int,
                      end_ns: int) -> int:
     """``threads`` closed loops of the product with the pieces of ``rung`` and those below."""
     order = list(Rung)
     has = set(order[:order.index(rung) + 1])
     fetch = product_fetch(place, threads) if Rung.FETCH in has else floor_fetch(place)
-    ctx = context(fetch, end_ns, start_ns)
+    ctx = all_hit_context(fetch, KEY, end_ns, start_ns)
     recorders = [Recorder(i, [KEY]) for i in range(threads)]
     broker, stream = redis.Redis.from_url(place.redis_url), f"{KEY}:rows:{index}"
     shipper = Shipper(broker, stream, index, SHIP_INTERVAL_S)

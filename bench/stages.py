@@ -64,12 +64,15 @@ class Unused:
         raise AssertionError("an all-hit request never calls the origin")
 
 
-def _context(fetch: Callable[[str, Probe], Outcome]) -> LoopContext:
-    """One endpoint, one key, one stage, no bypass: the all-hit trial's tables."""
+def all_hit_context(fetch: Callable[[str, Probe], Outcome], key: str = KEY, end_ns: int = 2**62,
+                    start_ns: int = 0) -> LoopContext:
+    """One endpoint, one key, one stage, no bypass: the all-hit trial's tables (benchmark 13's
+    loops too)."""
     size = MASK + 1
-    tables = Tables([KEY], array("b", bytes(size)), [array("i", bytes(4 * size))],
+    tables = Tables([key], array("b", bytes(size)), [array("i", bytes(4 * size))],
                     array("d", [0.5] * size))
-    return LoopContext(tables, [fetch], [Unused()], Stages(0, 0, 1), [0.0, 0.0], 2**62)
+    return LoopContext(tables, [fetch], [Unused()], Stages(0, 0, 1), [0.0, 0.0], end_ns,
+                       start_ns=start_ns)
 
 
 def _null_add(*_: object) -> None:
@@ -110,7 +113,7 @@ def request_ns(n: int, repeats: int) -> float:
     """The request wrapper (``worker.loop.requester``) around a fetch that returns at once, its
     row handed to a recorder that keeps nothing."""
     probe = Probe()
-    send = requester(_context(lambda key, p: Outcome.HIT), _NullRecorder(), probe)  # type: ignore[arg-type]
+    send = requester(all_hit_context(lambda key, p: Outcome.HIT), _NullRecorder(), probe)  # type: ignore[arg-type]
 
     def run(count: int) -> None:
         now = time.time_ns
