@@ -19,17 +19,23 @@ Count = Callable[[int, int, int], int]
 
 
 def _child(count: Count, index: int, start_ns: int, end_ns: int,
-           out: mp.Queue[tuple[int, float]]) -> None:
+           out: mp.Queue[tuple[int, float, str]]) -> None:
+    """Runs in the forked process: its count and CPU seconds, or the error that stopped it (the
+    parent raises it at once instead of waiting out the timeout)."""
     cpu0 = time.process_time()
-    n = count(index, start_ns, end_ns)
-    out.put((n, time.process_time() - cpu0))
+    try:
+        n = count(index, start_ns, end_ns)
+    except Exception as exc:  # sent to the parent, which raises it; re-raised here too
+        out.put((0, 0.0, f"{type(exc).__name__}: {exc}"))
+        raise
+    out.put((n, time.process_time() - cpu0, ""))
 
 
 def measure_once(count: Count, processes: int, seconds: float, name: str) -> tuple[float, float]:
     """(requests/s, CPU us per request over the processes) of ``processes`` running ``count``
     for ``seconds``; ``name`` says which benchmark in an error."""
     ctx = mp.get_context("fork")
-    out: mp.Queue[tuple[int, float]] = ctx.Queue()
+    out: mp.Queue[tuple[int, float, str]] = ctx.Queue()
     start_ns = time.time_ns() + 500_000_000
     end_ns = start_ns + int(seconds * 1e9)
     procs = [ctx.Process(target=_child, args=(count, i, start_ns, end_ns, out))
@@ -40,16 +46,18 @@ def measure_once(count: Count, processes: int, seconds: float, name: str) -> tup
     try:
         for _ in procs:
             results.append(out.get(timeout=seconds + 60))
+            if error := results[-1][2]:
+                raise RuntimeError(f"a {name} process failed: {error}")
     except Empty:
         raise RuntimeError(f"a {name} process sent no count within a minute of its end "
                            "(its error is above)") from None
     finally:
         for p in procs:
-            p.join(timeout=10)
-    requests = sum(n for n, _ in results)
+            p.join(timeout=seconds + 10)
+    requests = sum(n for n, _, _ in results)
     if requests == 0:
         raise RuntimeError(f"{name} made no request")
-    return requests / seconds, sum(cpu for _, cpu in results) / requests * 1e6
+    return requests / seconds, sum(cpu for _, cpu, _ in results) / requests * 1e6
 
 
 def in_threads(threads: int, loop: Callable[[int], int], start_ns: int, end_ns: int) -> int:

@@ -40,8 +40,6 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import hiredis
-import pyarrow as pa
-import pyarrow.compute as pc
 import redis
 
 import strategies
@@ -52,12 +50,11 @@ from coordinator.stack.redis_server import start_redis
 from model.http.request import RequestBytes
 from model.http.target import HttpTarget
 from model.services import RedisPath, redis_commands
-from results.store import transport
 from strategies import Deps, Outcome, Probe
 from worker.baseline import Loop, http_socket_loop, response_length, socket_loop
 from worker.http_fetch import HttpFetch
 from worker.loop import Fetch, closed_loop
-from worker.recorder import Recorder, wire_batch
+from worker.recorder import Recorder
 from worker.selfcheck import GeneratorMonitor
 from worker.shipper import FULL_ROWS, Shipper
 
@@ -189,8 +186,8 @@ def _product_process(place: Place, rung: Rung, index: int, threads: int, start_n
     ctx = all_hit_context(fetch, KEY, end_ns, start_ns)
     recorders = [Recorder(i, [KEY]) for i in range(threads)]
     broker, stream = redis.Redis.from_url(place.redis_url), f"{KEY}:rows:{index}"
-    shipper = Shipper(broker, stream, index, SHIP_INTERVAL_S)
-    if Rung.SHIPPING in has:
+    shipper = Shipper(broker, stream, index, SHIP_INTERVAL_S) if Rung.SHIPPING in has else None
+    if shipper is not None:
         shipper.watch(recorders)
         shipper.start()
     else:
@@ -205,7 +202,7 @@ def _product_process(place: Place, rung: Rung, index: int, threads: int, start_n
         rows = sum(len(rec) for rec in recorders)
         if monitor is not None:
             monitor.stop()
-        if Rung.SHIPPING in has and (shipped := shipper.finish()).rows != rows:
+        if shipper is not None and (shipped := shipper.finish()).rows != rows:
             raise RuntimeError(f"benchmark 13 shipped {shipped.rows} of {rows} rows "
                                f"({shipped.dropped_rows} dropped)")
         if errors := sum(rec.errors for rec in recorders):
@@ -251,22 +248,26 @@ def places(over: tuple[Over, ...]) -> Iterator[dict[Over, Place]]:
 Found = dict[Over, dict[Rung, list[tuple[float, float]]]]
 
 
-def warm() -> None:
-    """One batch packed and encoded before the processes fork (pyarrow's compute functions and
-    zstd codec load on first use): a trial's worker has them from its first trial on, and a
+def warm(redis_url: str) -> None:
+    """One batch shipped by a Shipper before the processes fork (pyarrow's compute functions
+    and zstd codec load on first use): a trial's worker has them from its first trial on, and a
     rung's processes would otherwise pay them inside the measurement."""
-    rec = Recorder(0, [KEY])
-    rec.add(0, time.time_ns(), 1000, Outcome.HIT, Probe(), None)
-    table = pa.Table.from_batches([wire_batch([(rec, rec.drain())])])
-    pc.min(table["t_start_ns"]), pc.sum(table["origin_called"])
-    transport.encode(table)
+    rec, broker, stream = Recorder(0, [KEY]), redis.Redis.from_url(redis_url), f"{KEY}:warm"
+    try:
+        rec.add(0, time.time_ns(), 1000, Outcome.HIT, Probe(), None)
+        shipper = Shipper(broker, stream, 0)
+        shipper.watch([rec])
+        shipper.ship()
+    finally:
+        broker.delete(stream)
+        broker.close()
 
 
 def measure(size: Size = FULL) -> Found:
     """Over -> rung -> each round's (rps, CPU us per request), rounds alternating."""
     found: Found = {o: {rung: [] for rung in Rung} for o in size.over}
-    warm()
     with places(size.over) as where:
+        warm(where[size.over[0]].redis_url)
         for _ in range(size.rounds):
             for o, place in where.items():
                 for rung in Rung:
