@@ -1,7 +1,9 @@
 """Run every benchmark (``make bench``; ``python -m bench [N]``: N runs of benchmark 6, also
 ``STAMPEDE_BENCH_RUNS``); the last lines are benchmark 1's ratios, each the median of its rounds
 with their range: the all-hit trial over the plain-socket GET loop (generator efficiency, with
-metrics scraped and without) and over Locust's fastest configuration.
+metrics scraped and without) and over Locust's fastest configuration; then the same two with
+the all-hit trial on asyncio clients (``--client-driver asyncio``: 25 coroutines on one event
+loop a worker instead of 25 threads sharing its GIL), against the same floor and Locust runs.
 
 Benchmarks print figures and the command to reproduce them; they assert nothing.
 """
@@ -51,6 +53,9 @@ def main() -> None:
     print(with_metrics.efficiency_line(" with metrics on (scraped each second)"))
     print(figures.efficiency_line())
     print(figures.vs_locust_line())
+    if (on_asyncio := figures.on_asyncio()) is not None:
+        print(on_asyncio.efficiency_line(" on asyncio clients"))
+        print(on_asyncio.vs_locust_line(" on asyncio clients"))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import statistics
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import redis
@@ -33,6 +33,7 @@ from coordinator.trials import dispatch
 from coordinator.trials.dispatch import client_app
 from coordinator.trials.plan import Schedule, TrialPlan, plan_trial
 from coordinator.trials.runner import TrialRunner
+from model.services import ClientDriver
 from model.wire import BASELINE
 from model.workload import KeySet, Query, Workload, single
 from results.store.rundir import RunWriter, read_trials
@@ -100,9 +101,11 @@ class Bench:
         schedule = Schedule(size.workers, size.clients, 1.0, seconds, 0.5, (HOT,))
         return plan_trial(schedule, self.trial, NAIVE, 1, time.time_ns(), 1.0)
 
-    def all_hit(self) -> tuple[float, dict[str, float]]:
+    def all_hit(self, driver: ClientDriver = ClientDriver.THREADS) -> tuple[float, dict[str, float]]:
         """The all-hit trial's rps (its window's) and CPU per request of each process group
-        over its clients' span, less the warm-up."""
+        over its clients' span, less the warm-up; its clients threads or asyncio coroutines
+        (``--client-driver``), the same trial otherwise."""
+        self.runner.config = replace(self.config, client_driver=driver)
         plan = self.plan(self.size.seconds + 0.5)  # + the warm-up: 5 s of requests after it
         metered = Metered(self.groups, plan.window_start_ns, plan.end_ns)
         self.runner.run(plan, of=0)
@@ -170,22 +173,30 @@ def plan_shares(plan: TrialPlan) -> list[int]:
 
 LOOP_NAMES = {"pooled": "pooled redis-py (before issue 18)", "lean": "lean path, pinned",
               "socket": "plain socket + hiredis.Reader"}
+ASYNCIO_HIT = "all-hit trial, asyncio clients"
 
 
-def benchmark_1(bench: Bench, loops: tuple[str, ...], locust: LocustRun | None) -> Figures:
-    """The all-hit trial, each bare loop and Locust's fastest configuration in turn, ``rounds``
-    times alternating; each round's ratios."""
+def benchmark_1(bench: Bench, loops: tuple[str, ...], locust: LocustRun | None,
+                asyncio: bool = False) -> Figures:
+    """The all-hit trial (and with ``asyncio`` the same trial on asyncio clients), each bare
+    loop and Locust's fastest configuration in turn, ``rounds`` times alternating; each round's
+    ratios."""
     rounds = []
     for _ in range(bench.size.rounds):
         hit, hit_cpu = bench.all_hit()
+        on_loop, loop_cpu = bench.all_hit(ClientDriver.ASYNCIO) if asyncio else (None, {})
         bare = {loop: bench.baseline(loop) for loop in loops}
         again = None if locust is None else locust_bench.run_again(
             bench.services.cache_url, HOT, locust, bench.size.locust_seconds, bench.size.clients)
-        rounds.append(Round(hit, {k: v[0] for k, v in bare.items()}, again,
-                            {"all-hit trial": hit_cpu, **{k: v[1] for k, v in bare.items()}}))
+        cpu = {"all-hit trial": hit_cpu, **({ASYNCIO_HIT: loop_cpu} if asyncio else {}),
+               **{k: v[1] for k, v in bare.items()}}
+        rounds.append(Round(hit, {k: v[0] for k, v in bare.items()}, again, cpu, on_loop))
     size = len(redis.Redis.from_url(bench.services.cache_url).get(HOT) or b"")
     print(f"[1] all-hit trial (--redis-client lean), GET of one {size}-byte value: "
           f"{_rates([r.all_hit for r in rounds])} rps")
+    if asyncio:
+        print(f"    the same trial, --client-driver asyncio (one event loop a worker): "
+              f"{_rates([r.all_hit_asyncio or 0.0 for r in rounds])} rps")
     for loop in loops:
         print(f"    GET loop, {LOOP_NAMES[loop]}: {_rates([r.loops[loop] for r in rounds])} rps")
     if locust is not None:
@@ -202,7 +213,8 @@ def _rates(values: list[float]) -> str:
 def print_cpu(figures: Figures, loops: tuple[str, ...]) -> None:
     print(f"[1] CPU per request, every process of the stack (/proc), median over the "
           f"{len(figures.rounds)} round{'s' if len(figures.rounds) > 1 else ''}:")
-    for name in ("all-hit trial", *loops):
+    hits = ("all-hit trial", *((ASYNCIO_HIT,) if figures.on_asyncio() is not None else ()))
+    for name in (*hits, *loops):
         print(f"    {LOOP_NAMES.get(name, name)}: {figures.cpu_line(name)}")
 
 
@@ -222,7 +234,8 @@ def run(metrics: bool = False, size: Size = FULL) -> Figures:
             sweep = locust_bench.sweep(stack.services.cache_url, HOT, size.locust_seconds,
                                       size.clients, size.locust_processes)
             loops = tuple(LOOPS)
-            figures = benchmark_1(bench, loops, max(sweep or [], key=lambda r: r.rps, default=None))
+            figures = benchmark_1(bench, loops, max(sweep or [], key=lambda r: r.rps, default=None),
+                                  asyncio=True)
             figures = Figures(figures.rounds, sweep)
             print_cpu(figures, loops)
             breakdown.run(stack.services, figures, size.stage_requests, size.workers)

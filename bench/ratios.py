@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from bench.locust_bench import USER_CLASSES, LocustRun
 
@@ -22,12 +22,14 @@ GROUPS = ("worker processes", "their beaters", "cache server", "broker", "lock s
 @dataclass(frozen=True)
 class Round:
     """One round: the all-hit trial's rate, each bare loop's, Locust's best configuration's (None:
-    no Locust), and the CPU per request of each measurement by process group (us)."""
+    no Locust), the CPU per request of each measurement by process group (us), and the all-hit
+    trial's rate on asyncio clients (None: not run)."""
 
     all_hit: float
     loops: Mapping[str, float]
     locust: float | None = None
     cpu: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    all_hit_asyncio: float | None = None
 
     @property
     def efficiency(self) -> float:
@@ -61,6 +63,16 @@ class Figures:
         ratios = [v for r in self.rounds if (v := r.vs_locust) is not None]
         return statistics.median(ratios) if ratios else None
 
+    def on_asyncio(self) -> Figures | None:
+        """The same figures with the all-hit trial on asyncio clients in its place (None: not
+        run in every round); the floor and Locust stay the same measurements."""
+        rates = [r.all_hit_asyncio for r in self.rounds]
+        if not rates or any(rate is None for rate in rates):
+            return None
+        return Figures([replace(r, all_hit=rate, all_hit_asyncio=None)
+                        for r, rate in zip(self.rounds, rates, strict=True) if rate is not None],
+                       self.locust)
+
     def best_locust(self, user: str | None = None) -> LocustRun | None:
         """Locust's fastest run of the sweep, of ``user`` only when given."""
         runs = [r for r in self.locust or [] if user in (None, r.user)]
@@ -70,17 +82,17 @@ class Figures:
         return (f"generator efficiency{label} (all-hit trial / plain-socket loop, each round): "
                 f"{spread([r.efficiency for r in self.rounds])}")
 
-    def vs_locust_line(self) -> str:
+    def vs_locust_line(self, label: str = "") -> str:
         """Each round's all-hit trial over that round's run of Locust's fastest configuration,
         then, from the sweep, against each user's best."""
         best = self.best_locust()
         ratios = [v for r in self.rounds if (v := r.vs_locust) is not None]
         if best is None or not ratios:
-            return "vs Locust: n/a (no Locust run: see above)"
+            return f"vs Locust{label}: n/a (no Locust run: see above)"
         hit = statistics.median(r.all_hit for r in self.rounds)
         each = "; ".join(f"{hit / r.rps:.1f} x against {u} (--processes {r.processes})"
                          for u in USER_CLASSES if (r := self.best_locust(u)) is not None and r.rps)
-        return (f"vs Locust: {spread(ratios, unit=' x')} against its fastest, "
+        return (f"vs Locust{label}: {spread(ratios, unit=' x')} against its fastest, "
                 f"{best.user} at --processes {best.processes}, run in each round (the sweep's "
                 f"best of each, against the rounds' median all-hit rate: {each})")
 

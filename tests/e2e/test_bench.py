@@ -27,14 +27,22 @@ def test_locust_and_redis_benchmark_are_installed() -> None:
 
 def test_benchmarks_1_2_and_5_print_every_figure(capsys: pytest.CaptureFixture[str]) -> None:
     figures = cluster.run(size=cluster.TINY)
-    out = capsys.readouterr().out + "\n".join([figures.efficiency_line(), figures.vs_locust_line()])
-    for part in ("[1] all-hit trial", "GET loop, plain socket", "Locust 2.", "[1] CPU per request",
+    on_asyncio = figures.on_asyncio()
+    assert on_asyncio is not None, "benchmark 1 ran no all-hit trial on asyncio clients"
+    out = capsys.readouterr().out + "\n".join([
+        figures.efficiency_line(), figures.vs_locust_line(),
+        on_asyncio.efficiency_line(" on asyncio clients"),
+        on_asyncio.vs_locust_line(" on asyncio clients")])
+    for part in ("[1] all-hit trial", "--client-driver asyncio", "GET loop, plain socket",
+                 "Locust 2.", "[1] CPU per request", "all-hit trial, asyncio clients: ",
                  "[1] one client thread alone", "shipping", "[2] redis-benchmark",
-                 "[5] start spread", "generator efficiency", "vs Locust: "):
+                 "[5] start spread", "generator efficiency", "vs Locust: ",
+                 "generator efficiency on asyncio clients", "vs Locust on asyncio clients: "):
         assert part in out, f"{part!r} missing from:\n{out}"
     # two bare processes on two cores can wake within the same microsecond: a spread of 0
-    assert_figures(out, zero_ok=[r"wake [\d.,]+ us apart"], at_least=40)
+    assert_figures(out, zero_ok=[r"wake [\d.,]+ us apart"], at_least=48)
     assert figures.vs_locust is not None and figures.efficiency > 0
+    assert on_asyncio.vs_locust is not None and on_asyncio.efficiency > 0
 
 
 def test_benchmark_1_with_metrics_scraped(capsys: pytest.CaptureFixture[str]) -> None:

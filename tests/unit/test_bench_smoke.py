@@ -57,6 +57,21 @@ def test_the_closing_ratios_of_make_bench() -> None:
         "(--processes 2))")
     lone = Figures([Round(1.0, {"socket": 2.0})])
     assert lone.vs_locust is None and lone.vs_locust_line().startswith("vs Locust: n/a")
+    assert figures.on_asyncio() is None  # no round ran the trial on asyncio clients
+
+
+def test_the_asyncio_ratios_take_the_same_floor_and_locust_runs() -> None:
+    from bench.ratios import Figures, Round
+
+    rounds = [Round(30_000.0, {"socket": 40_000.0}, 10_000.0, all_hit_asyncio=36_000.0),
+              Round(20_000.0, {"socket": 40_000.0}, 8_000.0, all_hit_asyncio=32_000.0)]
+    on_asyncio = Figures(rounds).on_asyncio()
+    assert on_asyncio is not None
+    assert [r.efficiency for r in on_asyncio.rounds] == [0.9, 0.8]
+    assert [r.vs_locust for r in on_asyncio.rounds] == [3.6, 4.0]
+    assert on_asyncio.vs_locust_line(" on asyncio clients").startswith(
+        "vs Locust on asyncio clients: n/a")  # no sweep: no fastest configuration to name
+    assert Figures([rounds[0], Round(1.0, {"socket": 1.0})]).on_asyncio() is None
 
 
 def test_cpu_line_names_the_groups_that_spent_nothing() -> None:
