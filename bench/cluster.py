@@ -104,11 +104,15 @@ class Bench:
     def all_hit(self, driver: ClientDriver = ClientDriver.THREADS) -> tuple[float, dict[str, float]]:
         """The all-hit trial's rps (its window's) and CPU per request of each process group
         over its clients' span, less the warm-up; its clients threads or asyncio coroutines
-        (``--client-driver``), the same trial otherwise."""
-        self.runner.config = replace(self.config, client_driver=driver)
+        (``--client-driver``), the same trial otherwise. The runner's own config is back as
+        it was after the trial: benchmark 5's trials run on threads."""
         plan = self.plan(self.size.seconds + 0.5)  # + the warm-up: 5 s of requests after it
         metered = Metered(self.groups, plan.window_start_ns, plan.end_ns)
-        self.runner.run(plan, of=0)
+        self.runner.config = replace(self.config, client_driver=driver)
+        try:
+            self.runner.run(plan, of=0)
+        finally:
+            self.runner.config = self.config
         row = read_trials(self.writer.root).to_pylist()[-1]
         assert row["origin_calls_total"] == 0 and row["errors"] == 0, row
         rps = float(row["rps"])
@@ -213,8 +217,9 @@ def _rates(values: list[float]) -> str:
 def print_cpu(figures: Figures, loops: tuple[str, ...]) -> None:
     print(f"[1] CPU per request, every process of the stack (/proc), median over the "
           f"{len(figures.rounds)} round{'s' if len(figures.rounds) > 1 else ''}:")
-    hits = ("all-hit trial", *((ASYNCIO_HIT,) if figures.on_asyncio() is not None else ()))
-    for name in (*hits, *loops):
+    measured = [n for n in ("all-hit trial", ASYNCIO_HIT, *loops)
+                if any(n in r.cpu for r in figures.rounds)]
+    for name in measured:
         print(f"    {LOOP_NAMES.get(name, name)}: {figures.cpu_line(name)}")
 
 

@@ -66,12 +66,9 @@ class Figures:
     def on_asyncio(self) -> Figures | None:
         """The same figures with the all-hit trial on asyncio clients in its place (None: not
         run in every round); the floor and Locust stay the same measurements."""
-        rates = [r.all_hit_asyncio for r in self.rounds]
-        if not rates or any(rate is None for rate in rates):
-            return None
-        return Figures([replace(r, all_hit=rate, all_hit_asyncio=None)
-                        for r, rate in zip(self.rounds, rates, strict=True) if rate is not None],
-                       self.locust)
+        swapped = [replace(r, all_hit=r.all_hit_asyncio, all_hit_asyncio=None)
+                   for r in self.rounds if r.all_hit_asyncio is not None]
+        return Figures(swapped, self.locust) if swapped and len(swapped) == len(self.rounds) else None
 
     def best_locust(self, user: str | None = None) -> LocustRun | None:
         """Locust's fastest run of the sweep, of ``user`` only when given."""
