@@ -3,13 +3,15 @@
 On the embedded stack's workers and one nginx started here (``bench.nginx_static``, loopback,
 two worker processes, a 25-byte body), each measured in every round, the rounds alternating:
 - the product's HTTP trial through the coordinator's ``TrialRunner`` (every request a row in
-  Parquet; its rate is the trial's own window rps from trials.parquet);
+  Parquet; its rate is the trial's own window rps from trials.parquet), on client threads and
+  again on asyncio clients (``--client-driver asyncio``: one event loop a worker);
 - the plain-socket Python floor on the same workers and threads (worker.baseline's
   ``http-socket``: the GET built once, each response read to its known length, nothing else);
 - Locust ``FastHttpUser`` with as many users as we have clients, at each process count (its best);
 - wrk (``wrk -t2 -c<clients> -d<seconds>s``): the C floor for HTTP load.
 It prints each rate and the ratios ours / floor (target >= 0.7), ours / Locust's best (target
->= 1.0) and ours / wrk. A benchmark prints; it asserts nothing (its tiny-size test does).
+>= 1.0) and ours / wrk, for each kind of client. A benchmark prints; it asserts nothing (its
+tiny-size test does).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import shutil
 import statistics
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
 from urllib.parse import quote
@@ -38,6 +40,7 @@ from coordinator.stack import EmbeddedStack
 from coordinator.trials import dispatch
 from coordinator.trials.plan import Schedule, plan_trial, split_clients
 from coordinator.trials.runner import TrialRunner
+from model.services import ClientDriver
 from model.wire import BASELINE
 from model.workload import KeySet, Query, Workload, single
 from results.store.rundir import RunWriter, read_trials, requests_dataset
@@ -72,6 +75,7 @@ class HttpFigures:
 
     ours: list[float] = field(default_factory=list)
     floor: list[float] = field(default_factory=list)
+    ours_asyncio: list[float] = field(default_factory=list)  # the same trial, coroutine clients
     locust: list[LocustRun] | None = None
     wrk: list[float] | None = None
 
@@ -95,16 +99,23 @@ class HttpFigures:
                 "locust": ours / best.rps if best and best.rps else None,
                 "wrk": statistics.median(wrk) if wrk else None}
 
-    def ratio_line(self) -> str:
+    def on_asyncio(self) -> HttpFigures | None:
+        """The same figures with the trial on asyncio clients as ours (None: not run)."""
+        if not self.ours_asyncio:
+            return None
+        return HttpFigures(ours=self.ours_asyncio, floor=self.floor, locust=self.locust,
+                           wrk=self.wrk)
+
+    def ratio_line(self, label: str = "ours") -> str:
         r = self.ratios()
 
         def fmt(value: float | None, spec: str) -> str:
             return "n/a" if value is None else format(value, spec)
 
         each = ", ".join(f"{v:.2f}" for v in self.paired("floor"))
-        return (f"[8] ours / floor: {fmt(r['floor'], '.2f')} (median of the rounds' {each}; target "
-                f">= 0.7); ours / Locust best: {fmt(r['locust'], '.2f')} x (target >= 1.0); "
-                f"ours / wrk: {fmt(r['wrk'], '.2f')}")
+        return (f"[8] {label} / floor: {fmt(r['floor'], '.2f')} (median of the rounds' {each}; "
+                f"target >= 0.7); {label} / Locust best: {fmt(r['locust'], '.2f')} x (target >= "
+                f"1.0); {label} / wrk: {fmt(r['wrk'], '.2f')}")
 
 
 class HttpBench:
@@ -133,22 +144,29 @@ class HttpBench:
         self.runner.close()
         self.app.close()
 
-    def trial_rps(self) -> float:
-        """One HTTP trial; its window rate as trials.parquet has it (every row in Parquet)."""
+    def trial_rps(self, driver: ClientDriver = ClientDriver.THREADS) -> float:
+        """One HTTP trial on client threads or asyncio coroutines (``--client-driver``); its
+        window rate as trials.parquet has it (every row in Parquet)."""
         self.trial += 1
         size = self.size
         schedule = Schedule(size.workers, size.clients, size.ttl_s, size.seconds, size.warmup_s,
                             (HOT,))
         plan = plan_trial(schedule, self.trial, self.strategy, 1, time.time_ns(), 1.0)
-        self.runner.run(plan, of=0)
+        config = self.runner.config
+        self.runner.config = replace(config, client_driver=driver)
+        try:
+            self.runner.run(plan, of=0)
+        finally:
+            self.runner.config = config
         row = read_trials(self.writer.root).to_pylist()[-1]
         rows = requests_dataset(self.writer.root).to_table(
             columns=["strategy", "http_status", "http_bytes"], filter=ds.field("trial") == self.trial)
         statuses, labels = set(rows["http_status"].to_pylist()), set(rows["strategy"].to_pylist())
         if (row["errors"] or statuses != {200} or rows.num_rows != row["rows_written"]
-                or labels != {self.target.url_template}):
+                or labels != {self.target.url_template} or row["client_driver"] != driver.value):
             raise RuntimeError(f"the HTTP trial had {row['errors']} errors ({row['error_types']}),"
-                               f" statuses {statuses}, {rows.num_rows} rows, labelled {labels}")
+                               f" statuses {statuses}, {rows.num_rows} rows, labelled {labels}, on "
+                               f"{row['client_driver']} clients")
         return float(row["rps"])
 
     def floor_rps(self) -> float:
@@ -198,6 +216,9 @@ def _rates(values: list[float]) -> str:
 
 def report(figures: HttpFigures, size: Size) -> None:
     print(f"    HTTP trial (every request a row in Parquet): {_rates(figures.ours)} rps")
+    if figures.ours_asyncio:
+        print(f"    the same trial on asyncio clients (--client-driver asyncio): "
+              f"{_rates(figures.ours_asyncio)} rps")
     print(f"    plain-socket Python floor (GET built once, recv to the known length): "
           f"{_rates(figures.floor)} rps")
     if figures.locust is None:
@@ -214,6 +235,8 @@ def report(figures: HttpFigures, size: Size) -> None:
         print(f"    wrk -t2 -c{size.clients} -d{max(1, round(size.seconds))}s: "
               f"{_rates(figures.wrk)} rps")
     print(figures.ratio_line())
+    if (on_asyncio := figures.on_asyncio()) is not None:
+        print(on_asyncio.ratio_line("ours on asyncio clients"))
 
 
 def run(size: Size = Size()) -> HttpFigures:
@@ -239,6 +262,7 @@ def run(size: Size = Size()) -> HttpFigures:
 
 def _round(bench: HttpBench, nginx: StaticNginx, size: Size, figures: HttpFigures) -> None:
     figures.ours.append(bench.trial_rps())
+    figures.ours_asyncio.append(bench.trial_rps(ClientDriver.ASYNCIO))
     figures.floor.append(bench.floor_rps())
     locust = locust_round(nginx.base, bench.path, size)
     if locust is not None:

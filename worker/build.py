@@ -61,7 +61,7 @@ def build(spec: TrialSpec, cache: Commands, locks: Commands, pool: ConnectionPoo
                                  _grid(spec, ep.ttl_ms), servers))
              for loader, ep in zip(loaders, workload.endpoints, strict=True)]
     ctx = loop_context(spec, workload, [s.fetch for s in built], loaders)
-    ops = [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
+    ops = _ops(workload)
     writer = None
     if workload.invalidate_rate > 0 and spec.worker_index == 0:
         writers = [Writer(loader.write, s.on_write, loader.confirm)
@@ -106,8 +106,15 @@ def build_async(spec: TrialSpec, pool: ConnectionPool | None) -> AsyncBuilt:
     strategy = spec.strategy_spec()
     built = [for_asyncio(strategy, ep.ttl_ms, _grid(spec, ep.ttl_ms)) for ep in workload.endpoints]
     ctx = loop_context(spec, workload, [], loaders)
-    ops = [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
-    return AsyncBuilt(ctx, pa.array(ctx.tables.keys, pa.string()), ops, loaders, built)
+    return AsyncBuilt(ctx, pa.array(ctx.tables.keys, pa.string()), _ops(workload), loaders, built)
+
+
+def build_async_http(spec: TrialSpec) -> AsyncBuilt:
+    """``build_http`` for the asyncio driver: the same tables, stages and arrivals; no strategy
+    and no loader on the worker (the GETs are worker.aio.http's)."""
+    workload = spec.workload_spec()
+    ctx = loop_context(spec, workload, [], [])
+    return AsyncBuilt(ctx, pa.array(ctx.tables.keys, pa.string()), _ops(workload), [], [])
 
 
 def build_http(spec: TrialSpec, fetch: HttpFetch) -> Built:
@@ -116,9 +123,13 @@ def build_http(spec: TrialSpec, fetch: HttpFetch) -> Built:
     trial spec refuses both), nothing in the thread but the client."""
     workload = spec.workload_spec()
     ctx = loop_context(spec, workload, [fetch] * len(workload.endpoints), [])
-    ops = [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
-    return Built(ctx, _loop(workload), pa.array(ctx.tables.keys, pa.string()), ops, None, [fetch],
-                 fetch.connect)
+    return Built(ctx, _loop(workload), pa.array(ctx.tables.keys, pa.string()), _ops(workload),
+                 None, [fetch], fetch.connect)
+
+
+def _ops(workload: Workload) -> list[str]:
+    """The rows' op dictionary: the endpoints' names, then the writer's, refresh and app rows."""
+    return [*workload.names, WRITE_OP, REFRESH_OP, APP_OP]
 
 
 def loop_context(spec: TrialSpec, workload: Workload, fetchers: Sequence[Fetch],

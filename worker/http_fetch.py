@@ -54,6 +54,12 @@ def _noted(response: Response | None, probe: Probe) -> None:
     probe.age_s = response.age_s
 
 
+def note_failure(exc: BaseException, probe: Probe) -> None:
+    """A GET that raised: a status error's response fields in the row; no response, none of
+    the last request's fields stay."""
+    _noted(exc.response if isinstance(exc, HttpStatusError) else None, probe)
+
+
 def meaning(response: Response, probe: Probe) -> Outcome:
     """The row's outcome and fields for ``response`` (see the module docstring)."""
     probe.http_status = response.status
@@ -120,12 +126,8 @@ class HttpFetch:
             conn = self._mine.conn = self.connections.mine()
         try:
             response = conn.get(key)
-        except HttpStatusError as exc:
-            if exc.response is not None:
-                _noted(exc.response, probe)
-            raise
-        except BaseException:
-            _noted(None, probe)  # no response: none of the last request's fields stay
+        except BaseException as exc:
+            note_failure(exc, probe)
             raise
         return meaning(response, probe)
 

@@ -97,7 +97,11 @@ def run_trial(spec: TrialSpec, services: Services) -> TrialResult:
                       spec.progress_interval_s, fold=metrics.COLLECTOR.folder(spec))
     try:
         http = spec.http_target()
-        if http is not None:
+        if http is not None and spec.client_driver == ClientDriver.ASYNCIO:
+            from worker.aio.http_trial import over_http  # noqa: PLC0415 - it imports this module
+
+            ran = over_http(spec, services, http, shipper)
+        elif http is not None:
             ran = _over_http(spec, services, http, shipper)
         elif spec.client_driver == ClientDriver.ASYNCIO:
             from worker.aio.trial import in_event_loop  # noqa: PLC0415 - it imports this module

@@ -115,8 +115,9 @@ def cli() -> None:
               show_default=True,
               help="What runs each worker's clients: threads (one thread per client) or asyncio "
                    "(one coroutine per client, each on a connection of its own, in one event loop "
-                   "per worker: thousands of clients a host; the strategies ported to "
-                   "strategies.core only); docs/distributed.md [env STAMPEDE_CLIENT_DRIVER].")
+                   "per worker: thousands of clients a host; in the clients, the strategies ported "
+                   "to strategies.core only; behind --app-servers or --service-url any strategy, "
+                   "the clients sending GETs); docs/distributed.md [env STAMPEDE_CLIENT_DRIVER].")
 @workload_options
 @app_options
 @traffic_options

@@ -69,8 +69,8 @@ def check_caches(config: LaunchConfig) -> None:
 
 def check_client_driver(config: LaunchConfig) -> None:
     """``--client-driver asyncio`` runs the strategies ported to strategies.core, in the clients
-    themselves; what it cannot run: one line naming the option, exit 2."""
-    if config.client_driver is not ClientDriver.ASYNCIO:
+    themselves, or an HTTP run's GETs; what it cannot run: one line naming the option, exit 2."""
+    if config.client_driver is not ClientDriver.ASYNCIO or _over_http(config):
         return
     from strategies.drivers.aio import for_asyncio  # noqa: PLC0415 - redis.asyncio: only here
 
@@ -86,14 +86,14 @@ def check_client_driver(config: LaunchConfig) -> None:
                                      "threads for it)", param_hint="--client-driver") from None
 
 
+def _over_http(config: LaunchConfig) -> bool:
+    """The run's clients speak HTTP (an app tier, a black-box service, a URL template): the
+    strategies run behind the target, and asyncio clients only send its GETs."""
+    return config.http_target is not None or config.service is not None or config.app.on
+
+
 def _asyncio_refuses(config: LaunchConfig) -> str:
     """What of the run's other options the asyncio driver cannot serve ('' : nothing)."""
-    if config.http_target is not None or config.service is not None:
-        return ("asyncio runs the strategies in the clients: a black-box service's trials "
-                "(--service-url) run on threads only")
-    if config.app.on:
-        return ("asyncio runs the strategies in the clients: with --app-servers the clients are "
-                "HTTP clients, on threads only")
     if config.workload.invalidate_rate > 0:
         return "asyncio has no origin writer: drop --invalidate-rate or use threads"
     if config.redis_client is RedisPath.POOLED:

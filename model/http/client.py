@@ -34,7 +34,7 @@ from model.http.response import (
     HttpStatusError,
     Response,
     ResponseIncomplete,
-    scanned,
+    parsed,
 )
 from model.http.target import HttpTarget
 
@@ -51,7 +51,7 @@ def tls_context(verify: bool) -> ssl.SSLContext:
     return context
 
 
-class _Closed(Exception):
+class ClosedBeforeResponse(Exception):
     """The server closed the connection before any byte of the response (maybe retried)."""
 
     def __init__(self, error: ConnectionError) -> None:
@@ -59,8 +59,40 @@ class _Closed(Exception):
         self.error = error
 
 
-class HttpConnection:
-    """One keep-alive connection to ``target``, owned by one thread (see the module docstring)."""
+def connect_timeout(where: str, timeout_s: float) -> TimeoutError:
+    return TimeoutError(f"connect to {where}: no answer within {timeout_s * 1000:g} ms "
+                        "(connect timeout)")
+
+
+def refused(where: str, exc: ConnectionRefusedError) -> ConnectionRefusedError:
+    return ConnectionRefusedError(exc.errno, f"connect to {where} refused")
+
+
+def read_timeout(where: str, timeout_s: float) -> TimeoutError:
+    return TimeoutError(f"no response from {where} within {timeout_s * 1000:g} ms (read timeout)")
+
+
+def cut_short(where: str, got: int) -> Exception:
+    """The server at ``where`` closed the connection after ``got`` bytes of the response (none:
+    maybe an idle kept-alive connection it closed, which the caller may retry once)."""
+    if got == 0:
+        return ClosedBeforeResponse(ResponseIncomplete(f"{where} closed the connection before "
+                                                       "its response"))
+    return ResponseIncomplete(f"{where} closed the connection after {got} bytes of its response")
+
+
+def broken(where: str, got: int, exc: BrokenPipeError | ConnectionResetError) -> Exception:
+    """A reset or a broken pipe after ``got`` bytes of the response, its type kept (none: as
+    ``cut_short``, maybe retried once)."""
+    if got == 0:
+        return ClosedBeforeResponse(type(exc)(exc.errno, f"{where} closed the connection "
+                                                         "before its response"))
+    return type(exc)(exc.errno, f"{where} reset the connection after {got} bytes of its response")
+
+
+class KeptAlive:
+    """What a keep-alive connection holds on either driver (this module's threads,
+    worker.aio.http's coroutines): its target, the request bytes, the TLS context, counters."""
 
     def __init__(self, target: HttpTarget, requests: RequestBytes | None = None,
                  context: ssl.SSLContext | None = None) -> None:
@@ -68,11 +100,19 @@ class HttpConnection:
         self.requests = requests or RequestBytes(target)
         self._context = context or (tls_context(target.verify) if target.scheme == "https" else None)
         self._where = f"{target.host}:{target.port}"
-        self._sock: socket.socket | None = None
-        self._parser: httptools.HttpResponseParser | None = None
         self.connects = 0  # connections opened (one, for a whole trial, when all goes well)
         self.reconnects = 0  # of them, reopened after the server closed a kept-alive one
         self._served = 0  # responses on the open connection
+
+
+class HttpConnection(KeptAlive):
+    """One keep-alive connection to ``target``, owned by one thread (see the module docstring)."""
+
+    def __init__(self, target: HttpTarget, requests: RequestBytes | None = None,
+                 context: ssl.SSLContext | None = None) -> None:
+        super().__init__(target, requests, context)
+        self._sock: socket.socket | None = None
+        self._parser: httptools.HttpResponseParser | None = None
         self._done = self._keep = False
         self._got = 0  # bytes of the response received so far
 
@@ -99,10 +139,9 @@ class HttpConnection:
         try:
             sock = socket.create_connection((target.host, target.port), target.connect_timeout_s)
         except TimeoutError:
-            raise TimeoutError(f"connect to {self._where}: no answer within "
-                               f"{target.connect_timeout_s * 1000:g} ms (connect timeout)") from None
+            raise connect_timeout(self._where, target.connect_timeout_s) from None
         except ConnectionRefusedError as exc:
-            raise ConnectionRefusedError(exc.errno, f"connect to {self._where} refused") from None
+            raise refused(self._where, exc) from None
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._context is not None:
@@ -142,7 +181,7 @@ class HttpConnection:
             return self.send(request)
         try:
             return self._exchange(sock, request)
-        except _Closed:
+        except ClosedBeforeResponse:
             self.close()
         return self._reconnect(request)
 
@@ -152,7 +191,7 @@ class HttpConnection:
         reused = self._served > 0
         try:
             return self._exchange(sock, request)
-        except _Closed as closed:
+        except ClosedBeforeResponse as closed:
             self.close()
             if not reused:
                 raise closed.error from None
@@ -164,7 +203,7 @@ class HttpConnection:
         self.reconnects += 1
         try:
             return self._exchange(self._open(), request)
-        except _Closed as closed:
+        except ClosedBeforeResponse as closed:
             self.close()
             raise closed.error from None
 
@@ -181,7 +220,7 @@ class HttpConnection:
             self._parser.feed_data(raw)  # type: ignore[union-attr]
             if not self._done:
                 raw = self._rest(sock, raw)
-        except _Closed:
+        except ClosedBeforeResponse:
             raise
         except Exception as exc:  # noqa: BLE001 - converted (or itself) and raised
             raise self._failure(exc) from None
@@ -193,12 +232,7 @@ class HttpConnection:
     def _response(self, raw: bytes) -> Response:
         """The response ``raw`` holds whole (the parser found it valid)."""
         status = self._parser.get_status_code()  # type: ignore[union-attr]
-        end = raw.find(b"\r\n\r\n")
-        lower = raw[:end].lower()
-        if b"\r\nx-" in lower or b"\r\nage:" in lower or b"\r\ntransfer-encoding:" in lower:
-            response = scanned(status, raw, end, lower)
-        else:  # a static server's head: nothing a row needs but the status and the length
-            response = Response(status, raw, end)
+        response = parsed(status, raw)
         self._served += 1
         if not self._keep:  # Connection: close, or HTTP/1.0
             self.close()
@@ -221,26 +255,16 @@ class HttpConnection:
 
     def _cut(self) -> Exception:
         """The server closed the connection after ``_got`` bytes of the response."""
-        got = self._got
-        if got == 0:
-            return _Closed(ResponseIncomplete(f"{self._where} closed the connection before "
-                                              "its response"))
-        return ResponseIncomplete(f"{self._where} closed the connection after {got} bytes of "
-                                  "its response")
+        return cut_short(self._where, self._got)
 
     def _failure(self, exc: Exception) -> Exception:
         """What a failed exchange raises; the connection is closed."""
         got = self._got
         self.close()
         if isinstance(exc, BrokenPipeError | ConnectionResetError):
-            if got == 0:  # maybe an idle keep-alive connection the server closed: retried once
-                return _Closed(type(exc)(exc.errno, f"{self._where} closed the connection "
-                                                    "before its response"))
-            return type(exc)(exc.errno, f"{self._where} reset the connection after {got} bytes "
-                                        "of its response")
+            return broken(self._where, got, exc)
         if isinstance(exc, TimeoutError | BlockingIOError):  # BlockingIOError: SO_RCVTIMEO ran out
-            return TimeoutError(f"no response from {self._where} within "
-                                f"{self.target.read_timeout_s * 1000:g} ms (read timeout)")
+            return read_timeout(self._where, self.target.read_timeout_s)
         if isinstance(exc, httptools.HttpParserError):
             return HttpProtocolError(f"{self._where} sent no valid HTTP/1.1 response: {exc}")
         return exc

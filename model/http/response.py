@@ -139,3 +139,13 @@ def scanned(status: int, raw: bytes, end: int, lower: bytes) -> Response:
             kept[name.decode("latin-1")] = value.decode("latin-1").strip()
     body = dechunked(raw) if b"\r\ntransfer-encoding:" in lower else None
     return Response(status, raw, end, cache, age, kept or NO_HEADERS, body)
+
+
+def parsed(status: int, raw: bytes) -> Response:
+    """The response ``raw`` holds whole (a parser found it valid), its head scanned only when it
+    holds a header a row needs: a static server's head gives the status and the length alone."""
+    end = raw.find(b"\r\n\r\n")
+    lower = raw[:end].lower()
+    if b"\r\nx-" in lower or b"\r\nage:" in lower or b"\r\ntransfer-encoding:" in lower:
+        return scanned(status, raw, end, lower)
+    return Response(status, raw, end)

@@ -1,6 +1,7 @@
 """Benchmark 8's own code at a tiny size (1 s, two workers x two clients, one round): it runs
-end to end (the HTTP trial through the TrialRunner into Parquet, the floor loop on the workers,
-Locust and wrk when installed) and every figure it prints is a finite positive rate."""
+end to end (the HTTP trial through the TrialRunner into Parquet, on client threads and on
+asyncio clients; the floor loop on the workers; Locust and wrk when installed) and every figure
+it prints is a finite positive rate."""
 
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ def test_benchmark_8_prints_finite_positive_rates_at_a_tiny_size(
     print(out)  # the figures, in the test's log
     if locust_binary() is None:
         print("Locust is not installed (pip install -e '.[bench]'): its figures are skipped")
-    assert len(figures.ours) == len(figures.floor) == http.TINY.rounds
-    rates = [*figures.ours, *figures.floor, *(figures.wrk or []),
+    assert len(figures.ours) == len(figures.floor) == len(figures.ours_asyncio) == http.TINY.rounds
+    assert "[8] ours on asyncio clients / floor: " in out  # the same trial on coroutine clients
+    rates = [*figures.ours, *figures.ours_asyncio, *figures.floor, *(figures.wrk or []),
              *(r.rps for r in figures.locust or [])]
     ratios = [r for r in figures.ratios().values() if r is not None]
     assert ratios and all(math.isfinite(v) and v > 0 for v in [*rates, *ratios]), (rates, ratios)

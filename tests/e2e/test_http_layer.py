@@ -79,3 +79,23 @@ def test_varnish_coalesces_and_pass_does_not(tmp_path: Path) -> None:
     assert passed["origin_calls_total"] > 10 * coalesced["origin_calls_total"], (passed, coalesced)
     assert '"MAIN.busy_sleep"' in coalesced["front_counters"]
 
+
+
+def test_asyncio_clients_reach_the_app_tier_over_http(tmp_path: Path) -> None:
+    """``--client-driver asyncio`` with an app tier: 200 coroutine clients GET over HTTP, every
+    one's rows arrive, and the single flight's bound holds as with threads."""
+    out = tmp_path / "aio"
+    trials = launch(out, "--app-servers", "2", "--client-driver", "asyncio", "--clients", "200",
+                    "--strategies", "naive,local-lock:distributed=false")
+    naive, local = checked(trials["naive"]), checked(trials["local-lock:distributed=false"])
+    assert naive["client_driver"] == local["client_driver"] == "asyncio"
+    assert local["herd_max"] <= 2, local
+    assert naive["origin_per_expiry"] > 2 * local["origin_per_expiry"], (naive, local)
+    rows = ds.dataset(out / "requests", format="parquet", partitioning="hive").to_table(
+        columns=["op", "client", "http_status", "origin_called"])
+    clients = rows.filter(pc.not_equal(rows["op"], "app"))
+    assert set(clients["http_status"].to_pylist()) == {200}
+    assert pc.count_distinct(clients["client"]).as_py() == 200  # every coroutine's rows are here
+    assert pc.sum(clients["origin_called"]).as_py() == 0
+    for trial in trials.values():
+        assert trial["batches_missing"] == trial["rows_dropped"] == 0, trial

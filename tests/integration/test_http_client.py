@@ -1,16 +1,20 @@
-"""The HTTP client (model/http) against real servers: a static nginx started here (its access log
-names each request's connection), and gunicorn serving tests/http_service.py.
+"""The HTTP clients against real servers: a static nginx started here (its access log names
+each request's connection), and gunicorn serving tests/http_service.py. Every test runs twice:
+on the client threads' connection (model.http.client) and on the coroutine clients' one
+(worker.aio.http, driven from the test's thread on an event loop of its own): one semantics.
 
 Keep-alive is observed from the server's side (nginx's ``$connection``, gunicorn's view of the
 client's port), as are the retries (the service's own counter of each route)."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -22,6 +26,7 @@ from model.http.request import RequestBytes
 from model.http.response import CacheStatus, HttpStatusError, ResponseIncomplete
 from model.http.target import HttpTarget, parse_header
 from tests.http_service import COUNTER, STALL_S
+from worker.aio.http import AsyncHttpConnection
 
 pytestmark = pytest.mark.skipif(nginx_binary() is None,
                                 reason="nginx is not installed (make test-deps installs it)")
@@ -32,6 +37,49 @@ def nginx() -> Iterator[StaticNginx]:
     server = start_nginx(log=True)
     yield server
     server.stop()
+
+
+class BlockingAsync:
+    """worker.aio.http's connection with the threads' connection's calls, each run to its end on
+    an event loop of its own."""
+
+    def __init__(self, http: HttpTarget) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.conn = AsyncHttpConnection(http)
+
+    def get(self, key: str) -> Any:
+        return self.loop.run_until_complete(self.conn.get(key))
+
+    def send(self, request: bytes) -> Any:
+        return self.loop.run_until_complete(self.conn.send(request))
+
+    def connect(self) -> None:
+        self.loop.run_until_complete(self.conn.connect())
+
+    def close(self) -> None:
+        self.conn.close()
+        self.loop.run_until_complete(asyncio.sleep(0))  # the transport's close callbacks
+
+    def __getattr__(self, name: str) -> Any:  # connected, connects, reconnects, requests
+        return getattr(self.conn, name)
+
+
+Make = Callable[[HttpTarget], Any]
+
+
+@pytest.fixture(params=["threads", "asyncio"])
+def make(request: pytest.FixtureRequest) -> Iterator[Make]:
+    """A connection of the driver under test; the asyncio ones' loops closed after the test."""
+    made: list[BlockingAsync] = []
+
+    def asyncio_connection(http: HttpTarget) -> BlockingAsync:
+        made.append(BlockingAsync(http))
+        return made[-1]
+
+    yield HttpConnection if request.param == "threads" else asyncio_connection
+    for conn in made:
+        conn.close()
+        conn.loop.close()
 
 
 def target(base: str, path: str = "/k/{key}", **options: float) -> HttpTarget:
@@ -45,8 +93,8 @@ def routed(base: str, route: str) -> int:
         return 0
 
 
-def test_many_gets_ride_one_connection_as_nginx_sees_it(nginx: StaticNginx) -> None:
-    conn = HttpConnection(target(nginx.base))
+def test_many_gets_ride_one_connection_as_nginx_sees_it(make: Make, nginx: StaticNginx) -> None:
+    conn = make(target(nginx.base))
     before = len(nginx.log_lines())
     for i in range(50):
         response = conn.get(f"key {i}/x")
@@ -62,17 +110,17 @@ def test_many_gets_ride_one_connection_as_nginx_sees_it(nginx: StaticNginx) -> N
     assert conn.connects == 1 and conn.reconnects == 0
 
 
-def test_gunicorn_sees_one_client_port_for_every_get(http_service: str) -> None:
-    conn = HttpConnection(target(http_service, "/peer/{key}"))
+def test_gunicorn_sees_one_client_port_for_every_get(make: Make, http_service: str) -> None:
+    conn = make(target(http_service, "/peer/{key}"))
     ports = {conn.get(str(i)).body for i in range(20)}
     conn.close()
     assert len(ports) == 1 and next(iter(ports)).isdigit()
 
 
-def test_a_kept_alive_connection_the_server_closed_is_reopened_once() -> None:
+def test_a_kept_alive_connection_the_server_closed_is_reopened_once(make: Make) -> None:
     server = start_nginx(keepalive="300ms", log=True)
     try:
-        conn = HttpConnection(target(server.base))
+        conn = make(target(server.base))
         conn.get("a")
         time.sleep(0.8)  # nginx closes the idle connection after 300 ms
         assert conn.get("b").status == 200  # transparently on a new connection
@@ -83,13 +131,13 @@ def test_a_kept_alive_connection_the_server_closed_is_reopened_once() -> None:
         server.stop()
 
 
-def test_a_fresh_connection_reset_is_not_retried_a_reused_one_once(http_service: str) -> None:
+def test_a_fresh_connection_reset_is_not_retried_a_reused_one_once(make: Make, http_service: str) -> None:
     before = routed(http_service, "reset")
-    fresh = HttpConnection(target(http_service, "/reset/{key}"))
+    fresh = make(target(http_service, "/reset/{key}"))
     with pytest.raises(ConnectionError):  # ConnectionResetError, or the close seen first
         fresh.get("k")
     assert routed(http_service, "reset") == before + 1 and not fresh.connected
-    reused = HttpConnection(target(http_service, "/reset/{key}"))
+    reused = make(target(http_service, "/reset/{key}"))
     reused.send(RequestBytes(target(http_service, "/items/{key}"))("k"))  # one answer on it
     with pytest.raises(ConnectionError):
         reused.get("k")
@@ -97,8 +145,8 @@ def test_a_fresh_connection_reset_is_not_retried_a_reused_one_once(http_service:
     assert reused.reconnects == 1
 
 
-def test_a_read_past_the_timeout_is_a_timeout_error_naming_it(http_service: str) -> None:
-    conn = HttpConnection(target(http_service, "/slow/{key}", read_ms=200))
+def test_a_read_past_the_timeout_is_a_timeout_error_naming_it(make: Make, http_service: str) -> None:
+    conn = make(target(http_service, "/slow/{key}", read_ms=200))
     started = time.monotonic()
     with pytest.raises(TimeoutError, match=r"within 200 ms \(read timeout\)"):
         conn.get("k")
@@ -107,7 +155,7 @@ def test_a_read_past_the_timeout_is_a_timeout_error_naming_it(http_service: str)
     assert not conn.connected
 
 
-def test_a_connect_past_the_timeout_is_a_timeout_error_naming_it() -> None:
+def test_a_connect_past_the_timeout_is_a_timeout_error_naming_it(make: Make) -> None:
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(0)  # never accepted: once its queue is full, further SYNs are dropped
@@ -120,7 +168,7 @@ def test_a_connect_past_the_timeout_is_a_timeout_error_naming_it() -> None:
             fillers.append(filler)
             filler.connect_ex(("127.0.0.1", port))
         time.sleep(0.1)
-        conn = HttpConnection(target(f"http://127.0.0.1:{port}", connect_ms=300))
+        conn = make(target(f"http://127.0.0.1:{port}", connect_ms=300))
         started = time.monotonic()
         with pytest.raises(TimeoutError, match=r"no answer within 300 ms \(connect timeout\)"):
             conn.connect()
@@ -130,24 +178,24 @@ def test_a_connect_past_the_timeout_is_a_timeout_error_naming_it() -> None:
             sock.close()
 
 
-def test_a_refused_connect_is_a_connection_refused_error() -> None:
+def test_a_refused_connect_is_a_connection_refused_error(make: Make) -> None:
     with pytest.raises(ConnectionRefusedError, match="refused"):
-        HttpConnection(target(f"http://127.0.0.1:{free_port()}")).get("k")
+        make(target(f"http://127.0.0.1:{free_port()}")).get("k")
 
 
 @pytest.mark.parametrize(("path", "says"), [("/status/404", "404 Not Found"),
                                             ("/status/503", "503 Service Temporarily Unavailable")])
-def test_a_status_of_400_or_more_raises_with_it_and_keeps_the_connection(
+def test_a_status_of_400_or_more_raises_with_it_and_keeps_the_connection(make: Make,
         nginx: StaticNginx, path: str, says: str) -> None:
-    conn = HttpConnection(target(nginx.base))
+    conn = make(target(nginx.base))
     with pytest.raises(HttpStatusError, match=f"^{says}$") as raised:
         conn.send(conn.requests.path(path))
     assert raised.value.response is not None and raised.value.response.status == int(says[:3])
     assert conn.get("after").status == 200 and conn.connects == 1  # read whole: still in step
 
 
-def test_the_apps_error_is_appended_as_the_cause(http_service: str) -> None:
-    conn = HttpConnection(target(http_service, "/headers/{key}?status=503&error=LockWaitTimeout:"
+def test_the_apps_error_is_appended_as_the_cause(make: Make, http_service: str) -> None:
+    conn = make(target(http_service, "/headers/{key}?status=503&error=LockWaitTimeout:"
                                                "%20gave%20up%20after%20500%20ms"))
     with pytest.raises(HttpStatusError) as raised:
         conn.get("k")
@@ -155,16 +203,16 @@ def test_the_apps_error_is_appended_as_the_cause(http_service: str) -> None:
                                  "500 ms)")
 
 
-def test_the_cache_status_age_and_the_apps_headers_are_kept(http_service: str) -> None:
-    conn = HttpConnection(target(http_service, "/headers/{key}?cache=stale&age=12&outcome=filled"
+def test_the_cache_status_age_and_the_apps_headers_are_kept(make: Make, http_service: str) -> None:
+    conn = make(target(http_service, "/headers/{key}?cache=stale&age=12&outcome=filled"
                                                "&version=7"))
     response = conn.get("k")
     assert (response.cache_status, response.age_s) == (CacheStatus.STALE, 12)
     assert response.headers == {"x-stampede-outcome": "filled", "x-stampede-version": "7"}
 
 
-def test_a_chunked_body_is_decoded_and_the_connection_kept(http_service: str) -> None:
-    conn = HttpConnection(target(http_service, "/headers/{key}?chunked=1&version=3"))
+def test_a_chunked_body_is_decoded_and_the_connection_kept(make: Make, http_service: str) -> None:
+    conn = make(target(http_service, "/headers/{key}?chunked=1&version=3"))
     for _ in range(3):
         response = conn.get("k")
         assert (response.body, response.body_bytes) == (b"echoed\n", 7)
@@ -182,7 +230,7 @@ def test_request_headers_go_out_and_bad_ones_are_refused(http_service: str) -> N
             parse_header(bad)
 
 
-def test_a_response_cut_short_is_response_incomplete() -> None:
+def test_a_response_cut_short_is_response_incomplete(make: Make) -> None:
     """A server of a few lines: reads the GET, sends half a response, closes."""
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -198,7 +246,7 @@ def test_a_response_cut_short_is_response_incomplete() -> None:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        conn = HttpConnection(target(f"http://127.0.0.1:{listener.getsockname()[1]}"))
+        conn = make(target(f"http://127.0.0.1:{listener.getsockname()[1]}"))
         with pytest.raises(ResponseIncomplete, match=f"after {len(partial)} bytes"):
             conn.get("k")
         assert not conn.connected
@@ -214,22 +262,22 @@ def tls_nginx() -> Iterator[StaticNginx]:
     server.stop()
 
 
-def test_https_verifies_by_default_and_refuses_a_self_signed_certificate(
+def test_https_verifies_by_default_and_refuses_a_self_signed_certificate(make: Make,
         tls_nginx: StaticNginx) -> None:
     with pytest.raises(ssl.SSLCertVerificationError):
-        HttpConnection(target(tls_nginx.base)).get("k")
+        make(target(tls_nginx.base)).get("k")
 
 
-def test_https_with_the_certificate_trusted_keeps_one_connection(
+def test_https_with_the_certificate_trusted_keeps_one_connection(make: Make,
         tls_nginx: StaticNginx, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SSL_CERT_FILE", str(tls_nginx.root / "cert.pem"))
-    conn = HttpConnection(target(tls_nginx.base))
+    conn = make(target(tls_nginx.base))
     assert all(conn.get(str(i)).body == BODY.encode() for i in range(20))
     assert conn.connects == 1
     conn.close()
 
 
-def test_https_insecure_skips_the_check(tls_nginx: StaticNginx) -> None:
+def test_https_insecure_skips_the_check(make: Make, tls_nginx: StaticNginx) -> None:
     """The self-signed certificate, untrusted (the test above), accepted with verify off."""
     insecure = HttpTarget.parse(tls_nginx.base + "/k/{key}", verify=False)
-    assert HttpConnection(insecure).get("k").status == 200
+    assert make(insecure).get("k").status == 200

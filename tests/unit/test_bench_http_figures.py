@@ -19,3 +19,15 @@ def test_the_ratios_pair_the_rounds_and_take_locusts_best() -> None:
     missing = HttpFigures(ours=[1.0], floor=[2.0])
     assert missing.ratios() == {"floor": 0.5, "locust": None, "wrk": None}
     assert "Locust best: n/a" in missing.ratio_line()
+
+
+def test_the_asyncio_ratios_take_the_same_floor_locust_and_wrk() -> None:
+    figures = HttpFigures(ours=[6_000.0], floor=[10_000.0], ours_asyncio=[9_000.0],
+                          locust=[LocustRun("StaticGet", 2, 1, 0, 4_000.0)], wrk=[30_000.0])
+    on_asyncio = figures.on_asyncio()
+    assert on_asyncio is not None
+    assert on_asyncio.ratios() == {"floor": 0.9, "locust": 2.25, "wrk": 0.3}
+    assert on_asyncio.ratio_line("ours on asyncio clients").startswith(
+        "[8] ours on asyncio clients / floor: 0.90 (median of the rounds' 0.90; target >= 0.7); "
+        "ours on asyncio clients / Locust best: 2.25 x")
+    assert HttpFigures(ours=[1.0], floor=[2.0]).on_asyncio() is None

@@ -1,6 +1,7 @@
 """``--client-driver``: its bad values and the combinations the asyncio driver cannot run are
 refused before anything starts (exit 2, one line naming the option); the worker's task checks
-the same in the trial spec it is sent (JSON only)."""
+the same in the trial spec it is sent (JSON only). Behind HTTP (an app tier, an HTTP cache, a
+black-box service) the strategy runs in the server, not in the clients: any strategy goes."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from typing import Any
 import pytest
 
 import strategies
-from coordinator.config import LaunchConfig
+from coordinator.cli.config_checks import check_client_driver
+from coordinator.config import AppTierSettings, LaunchConfig
 from coordinator.manifest import config_of, options_of
+from model.http.target import HttpTarget
 from model.services import ClientDriver
 from model.wire import InvalidTaskArguments, TrialSpec
 from tests.helpers import assert_bad_input, run_cli, trial_spec
@@ -24,7 +27,6 @@ CASES = [
      "--client-driver: asyncio cannot run dogpile: strategy 'dogpile' is not ported to "
      "strategies.core"),
     (["--client-driver", "asyncio", "--invalidate-rate", "2"], "asyncio has no origin writer"),
-    (["--client-driver", "asyncio", "--app-servers", "2"], "with --app-servers the clients are"),
     (["--client-driver", "asyncio", "--redis-client", "pooled"],
      "--redis-client pooled is the threads' shared pool"),
     (["--client-driver", "asyncio", "--strategies", "cashews"],
@@ -90,3 +92,17 @@ def test_the_driver_is_recorded_and_read_back(tmp_path: Path) -> None:
     assert config_of(options, tmp_path, None).client_driver is ClientDriver.ASYNCIO
     del options["client_driver"]  # a run recorded before the option ran on threads
     assert config_of(options, tmp_path, None).client_driver is ClientDriver.THREADS
+
+
+def test_behind_http_the_asyncio_clients_take_any_strategy(tmp_path: Path) -> None:
+    """The strategy runs in the app tier (or nginx, Varnish, a service): the clients only GET."""
+    http = HttpTarget.parse(SVC)
+    spec = _json(client_driver="asyncio", strategy="dogpile", http=http.to_json())
+    assert TrialSpec.from_json(spec).client_driver == "asyncio"
+    with pytest.raises(InvalidTaskArguments, match="dogpile' is not ported"):
+        TrialSpec.from_json({**spec, "http": None})  # in the clients: refused, as above
+    for changes in ({"app": AppTierSettings(counts=(2,))}, {"http_target": http}):
+        config = LaunchConfig(workers=1, clients=2, strategies=(strategies.parse("dogpile"),),
+                              ttl_s=1, seconds=2, repeat=1, out=tmp_path,
+                              client_driver=ClientDriver.ASYNCIO, **changes)  # type: ignore[arg-type]
+        check_client_driver(config)  # no refusal

@@ -109,13 +109,13 @@ class Client:
 Send = Callable[[int, int, int], Awaitable[None]]
 
 
-def arequester(ctx: LoopContext, rec: Recorder, probe: Probe, client: Client,
+def arequester(ctx: LoopContext, rec: Recorder, probe: Probe, drivers: Sequence[Any],
                strategies: Sequence[Any], loaders: Sequence[ExecutorLoader]) -> Send:
     """``worker.loop.requester`` awaited: the same table lookups, stage, bypass and row; every
     failure an error row with its text."""
     tables, stages = ctx.tables, ctx.stages
     endpoint, key_codes, keys, draws = tables.endpoint, tables.key_codes, tables.keys, tables.draws
-    drivers, bypass_at = client.drivers, ctx.bypass
+    bypass_at = ctx.bypass
     stage_at, first_ns, one_stage = stages.at, stages.start_ns, stages.count == 1
     reset, add, clock = probe.reset, rec.add, time.perf_counter_ns
     filled, failed = Outcome.FILLED, Outcome.ERROR

@@ -15,7 +15,7 @@ import asyncio
 import collections
 import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import hiredis
 import redis
@@ -63,8 +63,8 @@ class _Protocol(asyncio.Protocol):
         self._reader = hiredis.Reader()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # a stream transport (uvloop's does not subclass asyncio.Transport: no isinstance)
+        self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
         reader, pending = self._reader, self.pending

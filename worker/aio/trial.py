@@ -25,8 +25,9 @@ import contextlib
 import logging
 import resource
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
 from model.origins import origin_pool
 from model.services import Services
@@ -34,6 +35,7 @@ from model.wire import TrialSpec
 from strategies import Probe, close_strategy
 from strategies.drivers import aio_listen
 from worker import heartbeat, metrics
+from worker.aio import run_loop
 from worker.aio.clients import (
     Client,
     ExecutorLoader,
@@ -45,6 +47,7 @@ from worker.aio.clients import (
 )
 from worker.build import AsyncBuilt, build_async
 from worker.floor import cache_floor_ns, floor_deadline_ns, trial_cache
+from worker.loop import LoopContext
 from worker.recorder import Recorder
 from worker.selfcheck import SAMPLE_INTERVAL_S, GeneratorLoad
 from worker.shipper import Shipper
@@ -111,7 +114,7 @@ def in_event_loop(spec: TrialSpec, services: Services, shipper: Shipper) -> Ran:
         shipper.watch(refreshes.recorders)
         metrics.COLLECTOR.watch(spec, built.ops, pool)
         try:
-            target, load = asyncio.run(_run_clients(spec, built, cache_url, services.lock_url,
+            target, load = run_loop(_run_clients(spec, built, cache_url, services.lock_url,
                                                     shipper, refreshes, limit))
         finally:
             for strategy in built.strategies:
@@ -128,8 +131,7 @@ def in_event_loop(spec: TrialSpec, services: Services, shipper: Shipper) -> Ran:
 async def _run_clients(spec: TrialSpec, built: AsyncBuilt, cache_url: str, lock_url: str,
                        shipper: Shipper, refreshes: RefreshRows,
                        fd_limit: int) -> tuple[int, GeneratorLoad]:
-    """Connect every client, release them at the start instant, follow them to the end."""
-    ctx = built.ctx
+    """The strategy's clients: connect, release at the start instant, follow to the end."""
     executor = ThreadPoolExecutor(spec.pool_size, thread_name_prefix="origin")
     loaders = [ExecutorLoader(loader, executor) for loader in built.loaders]
     background = TaskBackground(refreshes)
@@ -143,14 +145,48 @@ async def _run_clients(spec: TrialSpec, built: AsyncBuilt, cache_url: str, lock_
     if not locks_too:
         log.warning("asyncio driver: %d clients, open-file limit %d: lock-store connections "
                     "open at first use", spec.clients, fd_limit)
-    tasks: list[asyncio.Task[None]] = []
     listeners: list[aio_listen.AsyncInvalidations] = []
+
+    async def listen() -> None:  # two-level's invalidations, once the clients are connected
+        listeners.extend(await aio_listen.start_all(built.strategies, cache_url))
+
+    try:
+        return await drive(spec, built.ctx, clients, built.strategies, loaders, locks_too,
+                           connected=listen, finished=background.close)
+    finally:
+        executor.shutdown(wait=True)
+        await aio_listen.close_all(listeners)
+
+
+class Driven(Protocol):
+    """A coroutine client as ``drive`` runs it (worker.aio.clients.Client, an HTTP client)."""
+
+    @property
+    def rec(self) -> Recorder: ...
+
+    @property
+    def drivers(self) -> Sequence[Any]: ...
+
+    async def connect(self, gate: asyncio.Semaphore, locks_too: bool) -> bool: ...
+
+    async def close(self) -> None: ...
+
+
+async def drive(spec: TrialSpec, ctx: LoopContext, clients: Sequence[Driven],
+                strategies: Sequence[Any], loaders: Sequence[ExecutorLoader], locks_too: bool,
+                connected: Callable[[], Awaitable[None]] | None = None,
+                finished: Callable[[], Awaitable[None]] | None = None) -> tuple[int, GeneratorLoad]:
+    """Connect every client, release them at the start instant, follow them to the end (then
+    ``finished``: what must end while the connections are open); the clients are closed
+    whatever happened. Return the start on this host's clock and the loop's load."""
+    tasks: list[asyncio.Task[None]] = []
     try:
         await _connect(clients, locks_too)
-        listeners = await aio_listen.start_all(built.strategies, cache_url)  # two-level's
+        if connected is not None:
+            await connected()
         for client in clients:
             probe = Probe()
-            send = arequester(ctx, client.rec, probe, client, built.strategies, loaders)
+            send = arequester(ctx, client.rec, probe, client.drivers, strategies, loaders)
             run = (open_client(ctx, send, client.rec, probe) if ctx.arrivals is not None
                    else closed_client(ctx, send, client.rec))
             tasks.append(asyncio.create_task(run, name=f"client-{client.rec.client}"))
@@ -158,21 +194,20 @@ async def _run_clients(spec: TrialSpec, built: AsyncBuilt, cache_url: str, lock_
         await until(target + SETTLE_NS)
         monitor = LagMonitor()
         try:
-            await _follow(spec, tasks, recorders)
+            await _follow(spec, tasks, [c.rec for c in clients])
         finally:
             load = monitor.stop()
-        await background.close()
+        if finished is not None:
+            await finished()
     finally:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         await asyncio.gather(*(c.close() for c in clients))
-        executor.shutdown(wait=True)
-        await aio_listen.close_all(listeners)
     return target, load
 
 
-async def _connect(clients: Sequence[Client], locks_too: bool) -> None:
+async def _connect(clients: Sequence[Driven], locks_too: bool) -> None:
     """Every client's connections, ``CONNECTS_AT_ONCE`` at a time; those that failed (a connect
     timed out while the loop was busy with the others) once more, a few at a time."""
     started = time.monotonic()
