@@ -6,7 +6,8 @@ each second, while rows stream to Parquet at the generator's full rate.
 
 For each strategy one ``coordinator launch --workers 8`` with one trial of that length and no
 think time; RSS read from /proc for the coordinator and each worker (PIDs from its ``stack
-pids:`` line). Prints the peak (the figures after the trial included), the slope from the
+pids:`` line). Prints the peak (the figures after the trial included) and when the
+coordinator's came, the slope from the
 trial's first minute (``settle_s``) to its end (MB per minute, a least-squares line through the samples) and
 the rows written per second. Targets: every worker's peak under
 300 MB, the coordinator's under 1 GB, slopes under 5 MB/min. It asserts nothing.
@@ -49,6 +50,12 @@ class Samples:
 
     def peak(self, name: str) -> float:
         return max(mb for _, mb in self.series[name])
+
+    def peak_after_s(self, name: str, seconds: float) -> float:
+        """When ``name`` peaked, in seconds after the trial's end (negative: during it): the
+        trial's own rows or the figures computed from them after it."""
+        at, _ = max(self.series[name], key=lambda sample: sample[1])
+        return at - (self.trial_start_s + seconds)
 
     def slope(self, name: str, seconds: float, after_s: float | None = None) -> float:
         """MB per minute from ``after_s`` into the trial to its end (least squares: the
@@ -128,7 +135,8 @@ def report(strategy: str, seconds: float, samples: Samples, rows_per_s: float,
     return (f"[7] soak {strategy}, {seconds / 60:.3g} min, {workers} workers x "
             f"{clients // workers} clients: "
             f"{rows_per_s:,.0f} rows written/s; peak RSS worst worker {samples.peak(worst):.0f} MB "
-            f"(target < 300), coordinator {samples.peak('coordinator'):.0f} MB (target < 1024); "
+            f"(target < 300), coordinator {samples.peak('coordinator'):.0f} MB (target < 1024) "
+            f"at {samples.peak_after_s('coordinator', seconds):+.0f} s from the trial's end; "
             f"slope from {settle_s(seconds):g} s into the trial to its end: workers up to "
             f"{samples.slope(steepest, seconds):+.2f} MB/min, coordinator "
             f"{samples.slope('coordinator', seconds):+.2f} MB/min (target < 5)")
